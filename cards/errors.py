@@ -1,0 +1,194 @@
+"""The one error root of artmem, with stable string codes.
+
+Every error raised on purpose derives from `ArtifactError`. Its `code` is the stable value the CLI
+and the tool surface report; `retryable` tells a caller (the outbox, the breaker) whether trying
+again can help. Each class also subclasses the builtin a generic caller would catch.
+
+    ArtifactError
+    ├── ConfigError (ValueError)                 config.invalid
+    ├── InvalidInput (ValueError)                input.invalid
+    │   ├── InvalidId                            input.invalid_id
+    │   └── UnknownProject                       input.unknown_project
+    ├── CardInvalid (ValueError)                 card.invalid
+    │   └── UnsupportedVersion                   card.unsupported_version
+    ├── PathRejected (PermissionError)           cas.path_rejected
+    │   ├── PathEscape                           cas.path_escape
+    │   ├── NotRegularFile                       cas.not_regular_file
+    │   └── HardLinked                           cas.hard_linked
+    ├── SourceMissing (FileNotFoundError)        cas.source_missing
+    ├── SourceChanged (RuntimeError)             cas.source_changed
+    ├── LimitExceeded (ValueError)               cas.limit_exceeded
+    │   ├── ArtifactTooLarge                     cas.artifact_too_large
+    │   └── QuotaExceeded                        cas.quota_exceeded
+    ├── ExperimentNotFound (LookupError)         cas.experiment_not_found
+    ├── ObjectMissing (FileNotFoundError)        cas.object_missing
+    ├── IntegrityError (ValueError)              cas.integrity
+    └── StoreIOError (OSError, retryable)        cas.io
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+
+class ErrorCode(enum.StrEnum):
+    """Stable error codes: part of the public contract of the CLI and the tools."""
+
+    CONFIG_INVALID = "config.invalid"
+    INPUT_INVALID = "input.invalid"
+    INVALID_ID = "input.invalid_id"
+    UNKNOWN_PROJECT = "input.unknown_project"
+    CARD_INVALID = "card.invalid"
+    UNSUPPORTED_VERSION = "card.unsupported_version"
+    PATH_REJECTED = "cas.path_rejected"
+    PATH_ESCAPE = "cas.path_escape"
+    NOT_REGULAR_FILE = "cas.not_regular_file"
+    HARD_LINKED = "cas.hard_linked"
+    SOURCE_MISSING = "cas.source_missing"
+    SOURCE_CHANGED = "cas.source_changed"
+    LIMIT_EXCEEDED = "cas.limit_exceeded"
+    ARTIFACT_TOO_LARGE = "cas.artifact_too_large"
+    QUOTA_EXCEEDED = "cas.quota_exceeded"
+    EXPERIMENT_NOT_FOUND = "cas.experiment_not_found"
+    OBJECT_MISSING = "cas.object_missing"
+    INTEGRITY = "cas.integrity"
+    STORE_IO = "cas.io"
+
+
+class ArtifactError(Exception):
+    """Root of every error we raise on purpose; the CLI and tool surface catch only this."""
+
+    code: ClassVar[ErrorCode]
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict[str, str]:
+        """The content-free error shape the CLI and tools print."""
+        return {"code": str(self.code), "message": self.message}
+
+
+class ConfigError(ArtifactError, ValueError):
+    """The configuration file is missing, malformed or unsafe."""
+
+    code = ErrorCode.CONFIG_INVALID
+
+
+class InvalidInput(ArtifactError, ValueError):
+    """A caller-supplied value is out of bounds or malformed."""
+
+    code = ErrorCode.INPUT_INVALID
+
+
+class InvalidId(InvalidInput):
+    """An identifier does not have the form its kind requires."""
+
+    code = ErrorCode.INVALID_ID
+
+
+class UnknownProject(InvalidInput):
+    """No configured project matches the working directory or the named project."""
+
+    code = ErrorCode.UNKNOWN_PROJECT
+
+
+class CardInvalid(ArtifactError, ValueError):
+    """A stored or proposed experiment card fails validation."""
+
+    code = ErrorCode.CARD_INVALID
+
+
+class UnsupportedVersion(CardInvalid):
+    """A document carries a schema version this build does not understand."""
+
+    code = ErrorCode.UNSUPPORTED_VERSION
+
+    def __init__(self, message: str, *, version: object) -> None:
+        super().__init__(message)
+        self.version = version
+
+
+class PathRejected(ArtifactError, PermissionError):
+    """A source path is not eligible for ingest."""
+
+    code = ErrorCode.PATH_REJECTED
+
+
+class PathEscape(PathRejected):
+    """A path leaves the caller's exports directory or passes through a symlink."""
+
+    code = ErrorCode.PATH_ESCAPE
+
+
+class NotRegularFile(PathRejected):
+    """The source is a directory, FIFO, socket or device."""
+
+    code = ErrorCode.NOT_REGULAR_FILE
+
+
+class HardLinked(PathRejected):
+    """The source has more than one hard link, so it may alias a file outside exports."""
+
+    code = ErrorCode.HARD_LINKED
+
+
+class SourceMissing(ArtifactError, FileNotFoundError):
+    """The source file (or a directory on its path) does not exist."""
+
+    code = ErrorCode.SOURCE_MISSING
+
+
+class SourceChanged(ArtifactError, RuntimeError):
+    """The source file was replaced, truncated or grown while it was streamed."""
+
+    code = ErrorCode.SOURCE_CHANGED
+
+
+class LimitExceeded(ArtifactError, ValueError):
+    """A configured bound would be exceeded."""
+
+    code = ErrorCode.LIMIT_EXCEEDED
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class ArtifactTooLarge(LimitExceeded):
+    """One artifact is larger than the per-artifact limit."""
+
+    code = ErrorCode.ARTIFACT_TOO_LARGE
+
+
+class QuotaExceeded(LimitExceeded):
+    """Recording would exceed the project's byte or card quota."""
+
+    code = ErrorCode.QUOTA_EXCEEDED
+
+
+class ExperimentNotFound(ArtifactError, LookupError):
+    """No card with that experiment id exists in the caller's project."""
+
+    code = ErrorCode.EXPERIMENT_NOT_FOUND
+
+
+class ObjectMissing(ArtifactError, FileNotFoundError):
+    """A card points to an object that is not in the store."""
+
+    code = ErrorCode.OBJECT_MISSING
+
+
+class IntegrityError(ArtifactError, ValueError):
+    """Stored bytes do not match their recorded size or digest."""
+
+    code = ErrorCode.INTEGRITY
+
+
+class StoreIOError(ArtifactError, OSError):
+    """The store could not be read or written (disk full, permissions); may pass."""
+
+    code = ErrorCode.STORE_IO
+    retryable = True

@@ -1,0 +1,246 @@
+"""The on-disk documents: `ArtifactRefV1` and `ExperimentCardV1`, validated on write and on read."""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Annotated, Literal, Self
+
+import orjson
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from cards._ids import (
+    ArtifactId,
+    ExperimentId,
+    ProjectId,
+    QueryFingerprint,
+    SessionId,
+    artifact_id_for_digest,
+    experiment_id,
+    parse_artifact_id,
+    parse_experiment_id,
+    parse_project_id,
+    parse_query_fingerprint,
+    parse_session_id,
+)
+from cards.canonical import canonical_json
+from cards.errors import CardInvalid, UnsupportedVersion
+from cards.policy import DEFAULT_LIMITS
+
+CARD_SCHEMA_VERSION = 1
+ARTIFACT_SCHEMA_VERSION = 1
+
+# C0 and C1 controls (tab and newline aside, where allowed) have no place in display text: they
+# can rewrite a terminal line or hide text from a person reading a card.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_MULTILINE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
+_ERROR_CODE = re.compile(r"[a-z0-9_.]{1,64}")
+_SHA256 = r"^[0-9a-f]{64}$"
+
+
+def _single_line(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("control characters are not allowed")
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+def _multi_line(value: str) -> str:
+    if _CONTROL_MULTILINE.search(value):
+        raise ValueError("control characters other than tab and newline are not allowed")
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+def _media_type(value: str) -> str:
+    if _MEDIA_TYPE.fullmatch(value) is None:
+        raise ValueError("not a lowercase type/subtype media type")
+    return value
+
+
+def _error_code(value: str) -> str:
+    if _ERROR_CODE.fullmatch(value) is None:
+        raise ValueError("not an error code")
+    return value
+
+
+_L = DEFAULT_LIMITS
+Title = Annotated[
+    str, Field(min_length=1, max_length=_L.title_chars), AfterValidator(_single_line)
+]
+Summary = Annotated[
+    str, Field(min_length=1, max_length=_L.summary_chars), AfterValidator(_multi_line)
+]
+Label = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_single_line)]
+Tag = Annotated[str, Field(min_length=1, max_length=_L.tag_chars), AfterValidator(_single_line)]
+Column = Annotated[
+    str, Field(min_length=1, max_length=_L.column_chars), AfterValidator(_single_line)
+]
+MediaType = Annotated[str, AfterValidator(_media_type)]
+Sha256Hex = Annotated[str, Field(pattern=_SHA256)]
+ArtifactIdField = Annotated[str, AfterValidator(parse_artifact_id)]
+ExperimentIdField = Annotated[str, AfterValidator(parse_experiment_id)]
+ProjectIdField = Annotated[str, AfterValidator(parse_project_id)]
+SessionIdField = Annotated[str, AfterValidator(parse_session_id)]
+FingerprintField = Annotated[str, AfterValidator(parse_query_fingerprint)]
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, validate_default=True)
+
+
+class IndexState(enum.StrEnum):
+    """Where a card stands with the Honcho index (spec §27.3, §29.2)."""
+
+    PENDING = "pending"
+    QUEUED = "queued"
+    INDEXED = "indexed"
+    FAILED = "failed"
+    DISABLED = "disabled"
+
+
+class ArtifactRefV1(BaseModel):
+    """A portable reference to immutable bytes: never a path."""
+
+    model_config = _STRICT
+
+    schema_version: Literal[1] = ARTIFACT_SCHEMA_VERSION
+    artifact_id: ArtifactIdField
+    sha256: Sha256Hex
+    bytes: Annotated[int, Field(ge=0, le=1 << 50)]
+    media_type: MediaType
+    created_at: AwareDatetime
+
+    @model_validator(mode="after")
+    def _id_matches_digest(self) -> Self:
+        if artifact_id_for_digest(bytes.fromhex(self.sha256)) != self.artifact_id:
+            raise ValueError("artifact_id is not the id of sha256")
+        return self
+
+
+class IndexStatus(BaseModel):
+    """A card's Honcho index state, with bounded, content-free attempt metadata."""
+
+    model_config = _STRICT
+
+    state: IndexState
+    attempts: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    last_error: Annotated[str, AfterValidator(_error_code)] | None = None
+    updated_at: AwareDatetime | None = None
+
+
+class ExperimentCardV1(BaseModel):
+    """The complete local record connecting a description and provenance to an artifact."""
+
+    model_config = _STRICT
+
+    schema_version: Literal[1] = CARD_SCHEMA_VERSION
+    experiment_id: ExperimentIdField
+    artifact: ArtifactRefV1
+    chunk_manifest_sha256: Sha256Hex
+    title: Title
+    summary: Summary
+    query_fingerprint: FingerprintField
+    source: Label
+    source_version: Label
+    shape: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=8)] | None = None
+    columns: Annotated[list[Column], Field(max_length=_L.columns)] = []
+    tags: Annotated[list[Tag], Field(max_length=_L.tags)] = []
+    project_id: ProjectIdField
+    session_id: SessionIdField
+    root_agent_id: Label | None = None
+    tool_call_id: Label | None = None
+    producer: Label
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    index: IndexStatus
+
+    @model_validator(mode="after")
+    def _identity_holds(self) -> Self:
+        expected = experiment_id(
+            ProjectId(self.project_id),
+            ArtifactId(self.artifact.artifact_id),
+            QueryFingerprint(self.query_fingerprint),
+            self.source_version,
+        )
+        if expected != self.experiment_id:
+            raise ValueError("experiment_id does not match the card's identity fields")
+        if self.updated_at < self.created_at:
+            raise ValueError("updated_at is before created_at")
+        return self
+
+    @property
+    def typed_experiment_id(self) -> ExperimentId:
+        """The experiment id as its id type."""
+        return ExperimentId(self.experiment_id)
+
+    @property
+    def typed_artifact_id(self) -> ArtifactId:
+        """The artifact id as its id type."""
+        return ArtifactId(self.artifact.artifact_id)
+
+    @property
+    def typed_session_id(self) -> SessionId:
+        """The originating session id as its id type."""
+        return SessionId(self.session_id)
+
+
+def dump_card(card: ExperimentCardV1) -> bytes:
+    """The canonical bytes of a card, as written to disk."""
+    return canonical_json(card.model_dump(mode="json"))
+
+
+def parse_card(raw: bytes) -> ExperimentCardV1:
+    """Validate a card read from disk.
+
+    Raises:
+        UnsupportedVersion: the card (or its artifact reference) has another schema version.
+        CardInvalid: the bytes are not a valid `ExperimentCardV1`.
+    """
+    try:
+        return ExperimentCardV1.model_validate_json(raw)
+    except ValidationError as exc:
+        _raise_unsupported_version(raw)
+        raise CardInvalid(f"invalid experiment card: {_summarise(exc)}") from exc
+
+
+def _raise_unsupported_version(raw: bytes) -> None:
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(document, dict):
+        return
+    version = document.get("schema_version")
+    if version != CARD_SCHEMA_VERSION:
+        raise UnsupportedVersion(f"unsupported card schema_version {version!r}", version=version)
+    artifact = document.get("artifact")
+    if isinstance(artifact, dict) and artifact.get("schema_version") != ARTIFACT_SCHEMA_VERSION:
+        version = artifact.get("schema_version")
+        raise UnsupportedVersion(
+            f"unsupported artifact schema_version {version!r}", version=version
+        )
+
+
+def _summarise(exc: ValidationError) -> str:
+    """Field locations and error kinds only: never the offending (possibly hostile) value."""
+    parts = [
+        f"{'.'.join(str(p) for p in err['loc']) or '<card>'}: {err['type']}"
+        for err in exc.errors(include_input=False, include_url=False)[:5]
+    ]
+    return "; ".join(parts)
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A content-free description of a validation failure, for errors shown to callers."""
+    return _summarise(exc)
+

@@ -1,0 +1,79 @@
+"""Bounds and freshness: the pure rules that records and resolves follow."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, fields
+
+from cards.errors import ConfigError
+
+UNKNOWN_SOURCE_VERSION = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource and metadata bounds (spec §28.5); an operator may lower them, never raise them."""
+
+    artifact_bytes: int = 1 << 30
+    project_bytes: int = 20 << 30
+    cards_per_project: int = 10_000
+    title_chars: int = 200
+    summary_chars: int = 2_000
+    tags: int = 20
+    tag_chars: int = 80
+    columns: int = 256
+    column_chars: int = 128
+    search_results: int = 20
+
+    def lowered(self, **overrides: int) -> Limits:
+        """These limits with some lowered.
+
+        Raises:
+            ConfigError: a name is unknown, or a value is not a positive integer at most the
+                default.
+        """
+        defaults = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, value in overrides.items():
+            if name not in defaults:
+                raise ConfigError(f"limits.{name} is not a known limit")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"limits.{name} must be a positive integer")
+            if value > defaults[name]:
+                raise ConfigError(
+                    f"limits.{name} = {value} is above the default {defaults[name]}; "
+                    "limits may only be lowered"
+                )
+        return Limits(**{**defaults, **overrides})
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class Freshness(enum.StrEnum):
+    """How a stored result relates to the caller's current source version (spec §30.2)."""
+
+    FRESH = "fresh"
+    STALE = "stale"
+    UNVERIFIABLE = "unverifiable"
+    NOT_CHECKED = "not_checked"
+
+
+def freshness(recorded: str, current: str | None) -> Freshness:
+    """Compare a recorded source version with the caller's current one, exactly."""
+    if current is None:
+        return Freshness.NOT_CHECKED
+    if UNKNOWN_SOURCE_VERSION in (recorded, current) or not current:
+        return Freshness.UNVERIFIABLE
+    return Freshness.FRESH if recorded == current else Freshness.STALE
+
+
+def freshness_warning(state: Freshness) -> str | None:
+    """The explicit warning a resolve must carry for a non-fresh comparison, if any."""
+    if state is Freshness.STALE:
+        return (
+            "stale: the recorded source version differs from the current one; use this "
+            "result only for historical comparison"
+        )
+    if state is Freshness.UNVERIFIABLE:
+        return "unverifiable: a source version is unknown, so freshness cannot be proven"
+    return None

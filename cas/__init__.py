@@ -1,0 +1,1 @@
+"""artmem package (built in a later issue)."""
