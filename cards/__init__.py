@@ -50,11 +50,13 @@ from cards.errors import (
 )
 from cards.model import (
     ArtifactRefV1,
+    CardMetadata,
     ExperimentCardV1,
     IndexState,
     IndexStatus,
     dump_card,
     parse_card,
+    parse_metadata,
     validation_message,
 )
 from cards.policy import (
@@ -74,6 +76,7 @@ __all__ = [
     "ArtifactRefV1",
     "ArtifactTooLarge",
     "CardInvalid",
+    "CardMetadata",
     "ConfigError",
     "ErrorCode",
     "ExperimentCardV1",
@@ -115,6 +118,7 @@ __all__ = [
     "parse_artifact_id",
     "parse_card",
     "parse_experiment_id",
+    "parse_metadata",
     "parse_project_id",
     "parse_project_key",
     "parse_query_fingerprint",

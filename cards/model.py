@@ -32,8 +32,8 @@ from cards._ids import (
     parse_session_id,
 )
 from cards.canonical import canonical_json
-from cards.errors import CardInvalid, UnsupportedVersion
-from cards.policy import DEFAULT_LIMITS
+from cards.errors import CardInvalid, InvalidInput, UnsupportedVersion
+from cards.policy import DEFAULT_LIMITS, Limits
 
 CARD_SCHEMA_VERSION = 1
 ARTIFACT_SCHEMA_VERSION = 1
@@ -76,9 +76,7 @@ def _error_code(value: str) -> str:
 
 
 _L = DEFAULT_LIMITS
-Title = Annotated[
-    str, Field(min_length=1, max_length=_L.title_chars), AfterValidator(_single_line)
-]
+Title = Annotated[str, Field(min_length=1, max_length=_L.title_chars), AfterValidator(_single_line)]
 Summary = Annotated[
     str, Field(min_length=1, max_length=_L.summary_chars), AfterValidator(_multi_line)
 ]
@@ -113,7 +111,7 @@ class ArtifactRefV1(BaseModel):
 
     model_config = _STRICT
 
-    schema_version: Literal[1] = ARTIFACT_SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     artifact_id: ArtifactIdField
     sha256: Sha256Hex
     bytes: Annotated[int, Field(ge=0, le=1 << 50)]
@@ -143,7 +141,7 @@ class ExperimentCardV1(BaseModel):
 
     model_config = _STRICT
 
-    schema_version: Literal[1] = CARD_SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     experiment_id: ExperimentIdField
     artifact: ArtifactRefV1
     chunk_manifest_sha256: Sha256Hex
@@ -192,6 +190,53 @@ class ExperimentCardV1(BaseModel):
     def typed_session_id(self) -> SessionId:
         """The originating session id as its id type."""
         return SessionId(self.session_id)
+
+
+class CardMetadata(BaseModel):
+    """What a caller says about a result: everything on a card that the caller chooses."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    title: Title
+    summary: Summary
+    query_fingerprint: FingerprintField
+    source: Label
+    source_version: Label
+    media_type: MediaType = "application/octet-stream"
+    tags: Annotated[list[Tag], Field(max_length=_L.tags)] = []
+    columns: Annotated[list[Column], Field(max_length=_L.columns)] = []
+    shape: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=8)] | None = None
+
+    def check(self, limits: Limits) -> None:
+        """Check the operator's (possibly lowered) bounds; the model holds the defaults.
+
+        Raises:
+            InvalidInput: a field is longer or has more entries than `limits` allow.
+        """
+        checks = (
+            ("title", len(self.title), limits.title_chars),
+            ("summary", len(self.summary), limits.summary_chars),
+            ("tags", len(self.tags), limits.tags),
+            ("tags", max(map(len, self.tags), default=0), limits.tag_chars),
+            ("columns", len(self.columns), limits.columns),
+            ("columns", max(map(len, self.columns), default=0), limits.column_chars),
+        )
+        for name, actual, bound in checks:
+            if actual > bound:
+                raise InvalidInput(f"{name} exceeds the configured bound of {bound}")
+
+
+def parse_metadata(fields: dict[str, object]) -> CardMetadata:
+    """Validate caller-supplied card metadata.
+
+    Raises:
+        InvalidInput: a field is missing, malformed or out of bounds (the message names fields,
+            never their values).
+    """
+    try:
+        return CardMetadata.model_validate(fields)
+    except ValidationError as exc:
+        raise InvalidInput(f"invalid card metadata: {_summarise(exc)}") from exc
 
 
 def dump_card(card: ExperimentCardV1) -> bytes:
@@ -243,4 +288,3 @@ def _summarise(exc: ValidationError) -> str:
 def validation_message(exc: ValidationError) -> str:
     """A content-free description of a validation failure, for errors shown to callers."""
     return _summarise(exc)
-

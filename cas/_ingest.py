@@ -1,0 +1,219 @@
+"""Safe ingest: open a kernel's export without escaping, then copy it while hashing.
+
+The source must lie in `<rlm_root>/sessions/<caller session>/exports/`. Every component below the
+configured root is opened with `O_NOFOLLOW` through directory descriptors, so a symlink anywhere
+(the session directory and `exports` included) is refused rather than followed.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+import xxhash
+
+from cards import SessionId
+from cards.errors import (
+    ArtifactTooLarge,
+    HardLinked,
+    NotRegularFile,
+    PathEscape,
+    PathRejected,
+    SourceChanged,
+    SourceMissing,
+)
+from cas import _fs
+from cas._chunks import CHUNK_BYTES
+from cas._progress import Progress
+
+MAX_SOURCE_PATH_CHARS = 4096
+
+
+def export_parts(rlm_root: str, session_id: SessionId, source_path: str) -> tuple[str, ...]:
+    """The components of `source_path` below `rlm_root`, proven to lie in the session's exports.
+
+    `source_path` is absolute or relative to the exports directory. Components are compared
+    one by one (so session `s1` never matches `s10`); `..` is refused outright.
+
+    Raises:
+        PathEscape: the path is empty, holds `..` or NUL, or lies outside the exports directory.
+    """
+    if not source_path or "\x00" in source_path or len(source_path) > MAX_SOURCE_PATH_CHARS:
+        raise PathEscape("the source path is empty, too long or holds NUL")
+    exports = ("sessions", session_id, "exports")
+    path = PurePosixPath(source_path)
+    if path.is_absolute():
+        relative = _below(path, rlm_root, exports)
+    else:
+        relative = path.parts
+    if not relative:
+        raise PathEscape("the source path names the exports directory, not a file in it")
+    if ".." in relative:
+        raise PathEscape("the source path holds '..'")
+    return (*exports, *relative)
+
+
+def _below(path: PurePosixPath, rlm_root: str, exports: tuple[str, ...]) -> tuple[str, ...]:
+    # The configured root, or where it really lives when it is itself a symlink the operator
+    # chose; everything below the root is still opened without following links.
+    for root in dict.fromkeys((rlm_root, os.path.realpath(rlm_root))):
+        base = PurePosixPath(root).joinpath(*exports).parts
+        if path.parts[: len(base)] == base:
+            return path.parts[len(base) :]
+    raise PathEscape("the source path is outside the caller session's exports directory")
+
+
+@dataclass(slots=True)
+class ExportSource:
+    """An open, checked source file and the directory entry it was opened through."""
+
+    fd: int
+    dir_fd: int
+    name: str
+    st: os.stat_result
+
+    @property
+    def size(self) -> int:
+        """The size the file had when it was opened."""
+        return self.st.st_size
+
+    def check_unchanged(self, streamed: int) -> None:
+        """Prove the file kept its identity, size and mtime, and its name still points to it.
+
+        Raises:
+            SourceChanged: the file was replaced, truncated, grown or modified while streamed.
+        """
+        now = os.fstat(self.fd)
+        try:
+            entry = os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False)
+        except FileNotFoundError as exc:
+            raise SourceChanged("the source file was removed while it was recorded") from exc
+        before = (self.st.st_dev, self.st.st_ino, self.st.st_size, self.st.st_mtime_ns)
+        unchanged = (
+            (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == before
+            and (entry.st_dev, entry.st_ino) == before[:2]
+            and streamed == self.st.st_size
+        )
+        if not unchanged:
+            raise SourceChanged("the source file changed while it was recorded; record it again")
+
+
+@contextmanager
+def open_export(rlm_root: str, session_id: SessionId, source_path: str) -> Iterator[ExportSource]:
+    """Open a kernel's export for reading, refusing anything that is not a plain, private file.
+
+    Raises:
+        PathEscape: the path escapes the exports directory or passes through a symlink.
+        SourceMissing: the file or a directory on its path does not exist.
+        NotRegularFile: the path names a directory, FIFO, socket or device.
+        HardLinked: the file has more than one hard link.
+        PathRejected: the file cannot be opened for reading.
+    """
+    parts = export_parts(rlm_root, session_id, source_path)
+    root_fd = _fs.open_dir(rlm_root)
+    try:
+        dir_fd = _fs.open_dir_beneath(root_fd, parts[:-1])
+    finally:
+        os.close(root_fd)
+    try:
+        fd = _open_source(dir_fd, parts[-1])
+        try:
+            yield ExportSource(fd=fd, dir_fd=dir_fd, name=parts[-1], st=_checked_stat(fd))
+        finally:
+            os.close(fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _open_source(dir_fd: int, name: str) -> int:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except FileNotFoundError as exc:
+        raise SourceMissing("the source file does not exist") from exc
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):
+            raise PathEscape("the source file is a symbolic link") from exc
+        if exc.errno in (errno.ENXIO, errno.ENODEV):
+            raise NotRegularFile("the source is a socket or device, not a regular file") from exc
+        raise PathRejected(f"the source file cannot be opened: {exc.strerror}") from exc
+
+
+def _checked_stat(fd: int) -> os.stat_result:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFile("the source is not a regular file")
+    if st.st_nlink != 1:
+        raise HardLinked("the source file has more than one hard link")
+    return st
+
+
+@dataclass(frozen=True, slots=True)
+class Digests:
+    """What streaming an object produced."""
+
+    size: int
+    sha256: bytes
+    chunk_digests: tuple[bytes, ...]
+
+
+@dataclass(slots=True)
+class _Hasher:
+    sha256: hashlib._Hash = field(default_factory=hashlib.sha256)
+    chunks: list[bytes] = field(default_factory=list)
+
+    def update(self, chunk: bytes) -> None:
+        self.sha256.update(chunk)
+        self.chunks.append(xxhash.xxh3_128_digest(chunk))
+
+
+def copy_and_hash(
+    src_fd: int, dst_fd: int, *, limit: int, progress: Progress | None = None
+) -> Digests:
+    """Copy `src_fd` to `dst_fd` in 4 MiB chunks, hashing each chunk while the next is copied.
+
+    One worker thread hashes (hashlib releases the GIL on large buffers) while this thread reads
+    and writes, so hashing overlaps the copy; at most three chunks are alive at once.
+
+    Raises:
+        ArtifactTooLarge: more than `limit` bytes were read (stops at once).
+    """
+    hasher = _Hasher()
+    total = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="artmem-hash") as pool:
+        pending: Future[None] | None = None
+        while chunk := _read_chunk(src_fd):
+            total += len(chunk)
+            if total > limit:
+                raise ArtifactTooLarge(
+                    f"the artifact is larger than the {limit}-byte limit", limit=limit
+                )
+            if pending is not None:
+                pending.result()
+            pending = pool.submit(hasher.update, chunk)
+            _fs.write_all(dst_fd, chunk)
+            if progress is not None:
+                progress.advance(len(chunk))
+        if pending is not None:
+            pending.result()
+    return Digests(total, hasher.sha256.digest(), tuple(hasher.chunks))
+
+
+def _read_chunk(fd: int) -> bytes:
+    """Read exactly one chunk, or less only at end of file (chunk digests need alignment)."""
+    chunk = os.read(fd, CHUNK_BYTES)
+    if len(chunk) in (0, CHUNK_BYTES):
+        return chunk
+    parts = [chunk]
+    missing = CHUNK_BYTES - len(chunk)
+    while missing and (more := os.read(fd, missing)):
+        parts.append(more)
+        missing -= len(more)
+    return b"".join(parts)

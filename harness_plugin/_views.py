@@ -1,0 +1,211 @@
+"""How results look: bounded JSON payloads for scripts, and lines for people."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+
+from cards import ExperimentCardV1
+from cas import Recorded, Resolved
+from cas._catalog import SearchHit
+from cas._fsck import FsckReport
+
+_SUMMARY_PREVIEW_CHARS = 160
+
+
+def card_display(card: ExperimentCardV1) -> dict[str, object]:
+    """The display fields of a card (card text is untrusted data, shown as data)."""
+    return {
+        "title": card.title,
+        "summary": card.summary,
+        "source": card.source,
+        "source_version": card.source_version,
+        "tags": list(card.tags),
+        "columns": list(card.columns),
+        "shape": card.shape,
+        "created_at": _iso(card.created_at),
+        "updated_at": _iso(card.updated_at),
+    }
+
+
+def artifact_view(card: ExperimentCardV1) -> dict[str, object]:
+    """The artifact reference of a card, as JSON."""
+    return card.artifact.model_dump(mode="json")
+
+
+def record_view(recorded: Recorded, *, honcho_queued: bool) -> dict[str, object]:
+    """What `record` reports (spec §31.2)."""
+    card = recorded.card
+    return {
+        "experiment_id": card.experiment_id,
+        "artifact_id": card.artifact.artifact_id,
+        "sha256": card.artifact.sha256,
+        "bytes": card.artifact.bytes,
+        "deduplicated": recorded.deduplicated,
+        "local_saved": True,
+        "honcho_queued": honcho_queued,
+        "index_state": str(card.index.state),
+        "warnings": list(recorded.warnings),
+    }
+
+
+def resolve_view(resolved: Resolved) -> dict[str, object]:
+    """What `resolve` reports (spec §31.3): the path only after verification."""
+    return {
+        "experiment_id": resolved.card.experiment_id,
+        "path": resolved.path,
+        "artifact": artifact_view(resolved.card),
+        "card": card_display(resolved.card),
+        "freshness": str(resolved.freshness),
+        "verified_at": _iso(resolved.verified_at),
+        "warnings": list(resolved.warnings),
+    }
+
+
+def hit_view(hit: SearchHit) -> dict[str, object]:
+    """One search hit: an experiment card, labelled as untrusted local data."""
+    card = hit.card
+    return {
+        "kind": "experiment-card",
+        "experiment_id": card.experiment_id,
+        "artifact_id": card.artifact.artifact_id,
+        "title": card.title,
+        "summary": _preview(card.summary),
+        "source": card.source,
+        "source_version": card.source_version,
+        "tags": list(card.tags),
+        "score": round(hit.score, 4),
+        "exact": list(hit.exact),
+        "source_of_hit": "local",
+        "trust": "untrusted-data",
+        "index_state": str(card.index.state),
+        "updated_at": _iso(card.updated_at),
+    }
+
+
+def fsck_view(report: FsckReport) -> dict[str, object]:
+    """The fsck report: store ids and counts only."""
+    return {
+        "ok": report.ok,
+        "problems": report.problems,
+        "objects": report.objects,
+        "bytes": report.bytes,
+        "cards": report.cards,
+        "invalid_objects": report.invalid_objects,
+        "orphans": report.orphans,
+        "dangling_cards": report.dangling_cards,
+        "invalid_cards": [{"name": p.name, "code": p.code} for p in report.invalid_cards],
+        "manifest_mismatches": report.manifest_mismatches,
+        "stale_stages": report.stale_stages,
+        "live_stages": report.live_stages,
+        "unknown_entries": report.unknown_entries,
+        "removed_stages": report.removed_stages,
+        "quarantined": report.quarantined,
+    }
+
+
+def index_states(cards: tuple[ExperimentCardV1, ...]) -> dict[str, int]:
+    """How many cards are in each index state."""
+    return dict(sorted(Counter(str(c.index.state) for c in cards).items()))
+
+
+def record_lines(view: dict[str, object]) -> list[str]:
+    """`record` for a person."""
+    verb = "already stored (deduplicated)" if view["deduplicated"] else "stored"
+    lines = [
+        f"recorded {view['experiment_id']}",
+        f"  artifact  {view['artifact_id']}  {human_size(int(str(view['bytes'])))}, {verb}",
+        f"  index     {view['index_state']} (honcho queued: {_yes(view['honcho_queued'])})",
+    ]
+    return lines + _warnings(view)
+
+
+def resolve_lines(view: dict[str, object]) -> list[str]:
+    """`resolve` for a person."""
+    card = view["card"]
+    artifact = view["artifact"]
+    assert isinstance(card, dict) and isinstance(artifact, dict)
+    lines = [
+        f"{card['title']}",
+        f"  experiment  {view['experiment_id']}",
+        f"  path        {view['path']}",
+        f"  bytes       {human_size(int(artifact['bytes']))} (size and SHA-256 verified)",
+        f"  sha256      {artifact['sha256']}",
+        f"  source      {card['source']} @ {card['source_version']}",
+        f"  freshness   {view['freshness']}",
+    ]
+    return lines + _warnings(view)
+
+
+def search_lines(hits: list[dict[str, object]], skipped: int) -> list[str]:
+    """`search` for a person; card text is quoted as data."""
+    if not hits:
+        lines = ["no matching experiment cards"]
+    else:
+        lines = []
+        for n, hit in enumerate(hits, 1):
+            exact = hit["exact"]
+            assert isinstance(exact, list)
+            how = "exact: " + ", ".join(map(str, exact)) if exact else "lexical"
+            lines.append(f"{n:>2}. {hit['title']!r}  [{how}, score {hit['score']}]")
+            lines.append(f"    {hit['experiment_id']}  {hit['source']} @ {hit['source_version']}")
+    if skipped:
+        lines.append(f"({skipped} unreadable cards were skipped; run `artmem fsck`)")
+    return lines
+
+
+def fsck_lines(view: dict[str, object]) -> list[str]:
+    """`fsck` for a person."""
+    lines = [
+        f"checked {view['objects']} objects ({human_size(int(str(view['bytes'])))}) "
+        f"and {view['cards']} cards"
+    ]
+    labels = {
+        "invalid_objects": "invalid object",
+        "dangling_cards": "card without a valid object",
+        "invalid_cards": "unreadable card",
+        "manifest_mismatches": "chunk manifest mismatch",
+        "stale_stages": "stale temp file",
+        "unknown_entries": "unrecognised entry",
+        "orphans": "orphan object (valid, no card; kept)",
+        "removed_stages": "removed stale temp file",
+        "quarantined": "quarantined corrupt object",
+    }
+    for key, label in labels.items():
+        items = view[key]
+        assert isinstance(items, list)
+        lines.extend(
+            f"  {label}: {item['name'] if isinstance(item, dict) else item}" for item in items
+        )
+    lines.append("ok" if view["ok"] else f"{view['problems']} problem(s); see above")
+    return lines
+
+
+def _warnings(view: dict[str, object]) -> list[str]:
+    warnings = view.get("warnings")
+    assert isinstance(warnings, list)
+    return [f"  warning: {w}" for w in warnings]
+
+
+def _preview(text: str) -> str:
+    if len(text) <= _SUMMARY_PREVIEW_CHARS:
+        return text
+    return text[: _SUMMARY_PREVIEW_CHARS - 1] + "…"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _yes(value: object) -> str:
+    return "yes" if value else "no"
+
+
+def human_size(n: int) -> str:
+    """`n` bytes in binary units, for people."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

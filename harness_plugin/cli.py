@@ -1,0 +1,275 @@
+"""The `artmem` command line: the host side for an operator at a terminal or a script."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+import orjson
+
+from cards import ArtifactError, InvalidInput, parse_metadata
+from cas import Provenance
+from cas._catalog import Catalog
+from cas._fsck import fsck
+from harness_plugin import _views
+from harness_plugin._progress import progress_for
+from harness_plugin.config import Config, load_config
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A command's result: a JSON view for scripts, lines for people, and an exit status."""
+
+    view: dict[str, object]
+    lines: list[str]
+    status: int = EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        outcome: Outcome = args.run(args)
+    except ArtifactError as exc:
+        return _fail(args.json, exc)
+    except KeyboardInterrupt:
+        print("artmem: interrupted", file=sys.stderr)
+        return 130
+    _emit(outcome, as_json=args.json, out=sys.stdout)
+    return outcome.status
+
+
+def _fail(as_json: bool, exc: ArtifactError) -> int:
+    if as_json:
+        sys.stdout.write(orjson.dumps({"error": exc.to_dict()}).decode() + "\n")
+    else:
+        print(f"artmem: error [{exc.code}]: {exc.message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _emit(outcome: Outcome, *, as_json: bool, out: TextIO) -> None:
+    if as_json:
+        out.write(orjson.dumps(outcome.view, option=orjson.OPT_SORT_KEYS).decode() + "\n")
+    else:
+        out.write("".join(line + "\n" for line in outcome.lines))
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", help="configuration file (default: $ARTMEM_CONFIG)")
+    common.add_argument("--project", help="project id (default: from the working directory)")
+    common.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser = argparse.ArgumentParser(
+        prog="artmem",
+        description="A project-scoped store for exact experimental results.",
+        parents=[common],
+    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for name, (summary, configure, run) in _COMMANDS.items():
+        sub = commands.add_parser(name, help=summary, description=summary, parents=[common])
+        configure(sub)
+        sub.set_defaults(run=run)
+    return parser
+
+
+# -- record -------------------------------------------------------------------------------
+
+
+def _record_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--session", required=True, help="the harness session that exported the file")
+    p.add_argument("path", help="file in <rlm_root>/sessions/SESSION/exports/ (or relative to it)")
+    p.add_argument("--title", required=True)
+    p.add_argument("--summary", required=True)
+    p.add_argument("--query-fingerprint", required=True, help="64 lowercase hex characters")
+    p.add_argument("--source", required=True, help="where the data came from")
+    p.add_argument("--source-version", required=True, help="dataset version, or 'unknown'")
+    p.add_argument("--media-type", default="application/octet-stream")
+    p.add_argument("--tag", action="append", default=[], dest="tags")
+    p.add_argument("--column", action="append", default=[], dest="columns")
+
+
+def _record(args: argparse.Namespace) -> Outcome:
+    config = load_config(args.config)
+    store = config.store(config.project_for(os.getcwd(), args.project))
+    metadata = parse_metadata(
+        {
+            "title": args.title,
+            "summary": args.summary,
+            "query_fingerprint": args.query_fingerprint,
+            "source": args.source,
+            "source_version": args.source_version,
+            "media_type": args.media_type,
+            "tags": args.tags,
+            "columns": args.columns,
+        }
+    )
+    bar = progress_for(sys.stderr, "recording", enabled=not args.json)
+    try:
+        recorded = store.record(
+            config.rlm_root, Provenance(session_id=args.session), metadata, args.path, bar
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    view = _views.record_view(recorded, honcho_queued=False)
+    return Outcome(view, _views.record_lines(view))
+
+
+# -- resolve ------------------------------------------------------------------------------
+
+
+def _resolve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiment_id")
+    p.add_argument("--current-source-version", help="compare freshness against this version")
+
+
+def _resolve(args: argparse.Namespace) -> Outcome:
+    config = load_config(args.config)
+    store = config.store(config.project_for(os.getcwd(), args.project))
+    bar = progress_for(sys.stderr, "verifying", enabled=not args.json)
+    try:
+        resolved = store.resolve(args.experiment_id, args.current_source_version, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    view = _views.resolve_view(resolved)
+    return Outcome(view, _views.resolve_lines(view))
+
+
+# -- search -------------------------------------------------------------------------------
+
+
+def _search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, help="how many hits (default and maximum: the limit)")
+
+
+def _search(args: argparse.Namespace) -> Outcome:
+    config = load_config(args.config)
+    store = config.store(config.project_for(os.getcwd(), args.project))
+    bound = store.limits.search_results
+    limit = bound if args.limit is None else args.limit
+    if not 1 <= limit <= bound:
+        raise InvalidInput(f"--limit must be between 1 and {bound}")
+    scan = store.scan_cards()
+    catalog = Catalog.build(
+        scan.cards, max_cards=store.limits.cards_per_project, skipped=len(scan.problems)
+    )
+    hits = [_views.hit_view(hit) for hit in catalog.search(args.query, limit=limit)]
+    view: dict[str, object] = {"hits": hits, "skipped_cards": catalog.skipped}
+    return Outcome(view, _views.search_lines(hits, catalog.skipped))
+
+
+# -- fsck ---------------------------------------------------------------------------------
+
+
+def _fsck_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="remove stale temp files and quarantine corrupt objects (never deletes objects)",
+    )
+
+
+def _fsck(args: argparse.Namespace) -> Outcome:
+    config = load_config(args.config)
+    store = config.store(config.project_for(os.getcwd(), args.project))
+    bar = progress_for(sys.stderr, "checking", enabled=not args.json)
+    try:
+        report = fsck(store, repair=args.repair, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    view = _views.fsck_view(report)
+    return Outcome(view, _views.fsck_lines(view), EXIT_OK if report.ok else EXIT_ERROR)
+
+
+# -- status -------------------------------------------------------------------------------
+
+
+def _no_args(p: argparse.ArgumentParser) -> None:
+    del p
+
+
+def _status(args: argparse.Namespace) -> Outcome:
+    config = load_config(args.config)
+    view = status_view(config)
+    projects = view["projects"]
+    assert isinstance(projects, list)
+    lines = [f"integrity {config.integrity}; honcho {'on' if config.honcho.enabled else 'off'}"]
+    for project in projects:
+        lines.append(
+            f"  {project['project_key']}: {project['cards']} cards, {project['objects']} "
+            f"objects, {_views.human_size(project['bytes'])}, states {project['index_states']}"
+        )
+    return Outcome(view, lines)
+
+
+def status_view(config: Config) -> dict[str, object]:
+    """Content-free status: counts per project key, never ids, titles or paths."""
+    projects = []
+    for project in config.projects:
+        store = config.store(project.id)
+        scan = store.scan_cards()
+        usage = store.usage()
+        projects.append(
+            {
+                "project_key": store.layout.key,
+                "cards": len(scan.cards),
+                "invalid_cards": len(scan.problems),
+                "objects": usage.objects,
+                "bytes": usage.bytes,
+                "index_states": _views.index_states(scan.cards),
+            }
+        )
+    limits = config.effective_limits
+    return {
+        "integrity": str(config.integrity),
+        "honcho": {"enabled": config.honcho.enabled},
+        "limits": {
+            "artifact_bytes": limits.artifact_bytes,
+            "project_bytes": limits.project_bytes,
+            "cards_per_project": limits.cards_per_project,
+        },
+        "projects": projects,
+    }
+
+
+# -- demo ---------------------------------------------------------------------------------
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--keep", action="store_true", help="keep the temporary workspace")
+
+
+def _demo(args: argparse.Namespace) -> Outcome:
+    from harness_plugin._demo import run_demo  # pyarrow loads only for the demo
+
+    def say(line: str) -> None:
+        if not args.json:
+            print(line, flush=True)
+
+    steps = run_demo(keep=args.keep, say=say, bar_stream=sys.stderr, show_progress=not args.json)
+    return Outcome({"steps": steps}, [])
+
+
+_Configure = Callable[[argparse.ArgumentParser], None]
+_Run = Callable[[argparse.Namespace], Outcome]
+_COMMANDS: dict[str, tuple[str, _Configure, _Run]] = {
+    "record": ("record an exported file and its experiment card", _record_args, _record),
+    "resolve": ("verify an experiment's bytes and print their path", _resolve_args, _resolve),
+    "search": ("search this project's experiment cards", _search_args, _search),
+    "fsck": ("check every object and card of the project", _fsck_args, _fsck),
+    "status": ("content-free counts and settings", _no_args, _status),
+    "demo": ("run a self-contained demonstration in a temporary workspace", _demo_args, _demo),
+}

@@ -1,0 +1,228 @@
+"""Configuration: one strict TOML file, validated completely at start (DESIGN.md §6).
+
+Unknown keys fail. Roots are absolute, must not be `/`, the home directory or a repository root,
+and must not overlap one another. Limits may only be lowered.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Self
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cards import DEFAULT_LIMITS, ConfigError, Limits, ProjectId, UnknownProject, parse_project_id
+from cas import IntegrityMode, ProjectStore
+
+CONFIG_ENV = "ARTMEM_CONFIG"
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _absolute(value: str) -> str:
+    if not os.path.isabs(value):
+        raise ValueError("must be an absolute path")
+    if os.path.normpath(value) != value.rstrip("/") or "\x00" in value:
+        raise ValueError("must be a normalised path (no '.', '..' or repeated separators)")
+    return value.rstrip("/") or "/"
+
+
+def _project_id(value: str) -> str:
+    return parse_project_id(value)
+
+
+AbsolutePath = Annotated[str, AfterValidator(_absolute)]
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProjectConfig(BaseModel):
+    """A configured project: the working directories below `root` belong to `id`."""
+
+    model_config = _STRICT
+
+    id: Annotated[str, AfterValidator(_project_id)]
+    root: AbsolutePath
+
+
+class LimitsConfig(BaseModel):
+    """Operator bounds; each may only be lowered below the defaults of spec §28.5."""
+
+    model_config = _STRICT
+
+    artifact_bytes: int | None = None
+    project_bytes: int | None = None
+    cards_per_project: int | None = None
+    title_chars: int | None = None
+    summary_chars: int | None = None
+    tags: int | None = None
+    tag_chars: int | None = None
+    columns: int | None = None
+    column_chars: int | None = None
+    search_results: int | None = None
+
+    def resolve(self) -> Limits:
+        """The effective limits.
+
+        Raises:
+            ConfigError: a value is not a positive integer at most its default.
+        """
+        return DEFAULT_LIMITS.lowered(**self.model_dump(exclude_none=True))
+
+
+class HonchoConfig(BaseModel):
+    """Remote indexing; off unless enabled (the indexer issue grows this table)."""
+
+    model_config = _STRICT
+
+    enabled: bool = False
+
+
+class Config(BaseModel):
+    """The whole configuration file."""
+
+    model_config = _STRICT
+
+    artifact_root: AbsolutePath
+    rlm_root: AbsolutePath
+    state_root: AbsolutePath
+    integrity: IntegrityMode = IntegrityMode.CACHED
+    projects: Annotated[list[ProjectConfig], Field(min_length=1, max_length=1000)]
+    limits: LimitsConfig = LimitsConfig()
+    honcho: HonchoConfig = HonchoConfig()
+
+    @model_validator(mode="after")
+    def _roots_are_safe(self) -> Self:
+        roots = {"artifact_root": self.artifact_root, "rlm_root": self.rlm_root}
+        roots["state_root"] = self.state_root
+        for name, root in roots.items():
+            _check_dangerous(name, root)
+        names = list(roots)
+        for i, first in enumerate(names):
+            for second in names[i + 1 :]:
+                if _overlap(roots[first], roots[second]):
+                    raise ValueError(f"{first} and {second} overlap; they must be separate")
+        for project in self.projects:
+            for name in ("artifact_root", "state_root"):
+                if _inside(_real(roots[name]), _real(project.root)):
+                    raise ValueError(f"{name} lies inside the root of project {project.id}")
+        ids = [p.id for p in self.projects]
+        if len(set(ids)) != len(ids):
+            raise ValueError("project ids must be unique")
+        self.limits.resolve()
+        return self
+
+    @property
+    def effective_limits(self) -> Limits:
+        """The limits in force."""
+        return self.limits.resolve()
+
+    def project_for(self, cwd: str, explicit: str | None = None) -> ProjectId:
+        """The project of a caller: `explicit` if given, else the longest root holding `cwd`.
+
+        Raises:
+            UnknownProject: `explicit` is not configured, or no project root holds `cwd`.
+        """
+        if explicit is not None:
+            if any(p.id == explicit for p in self.projects):
+                return ProjectId(explicit)
+            raise UnknownProject("that project is not configured; see `projects` in the config")
+        here = _real(cwd)
+        matches = [p for p in self.projects if _inside(here, _real(p.root))]
+        if not matches:
+            raise UnknownProject(
+                "the working directory is inside no configured project root; "
+                "run from a project directory or pass --project ID"
+            )
+        best = max(matches, key=lambda p: len(Path(_real(p.root)).parts))
+        return ProjectId(best.id)
+
+    def store(self, project_id: str) -> ProjectStore:
+        """The store of one configured project."""
+        return ProjectStore(
+            self.artifact_root,
+            project_id,
+            limits=self.effective_limits,
+            integrity=self.integrity,
+        )
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def _inside(path: str, root: str) -> bool:
+    """Component-wise containment (`/a/b1` is not inside `/a/b`)."""
+    return Path(path).parts[: len(Path(root).parts)] == Path(root).parts
+
+
+def _overlap(first: str, second: str) -> bool:
+    a, b = _real(first), _real(second)
+    return _inside(a, b) or _inside(b, a)
+
+
+def _check_dangerous(name: str, root: str) -> None:
+    real = _real(root)
+    if real == "/":
+        raise ValueError(f"{name} must not be the filesystem root")
+    home = os.environ.get("HOME")
+    if home and real == _real(home):
+        raise ValueError(f"{name} must not be the home directory")
+    if os.path.exists(os.path.join(real, ".git")):
+        raise ValueError(f"{name} must not be a repository root")
+
+
+def parse_config(text: str) -> Config:
+    """Validate configuration text.
+
+    Raises:
+        ConfigError: the text is not valid TOML or not a valid configuration.
+    """
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"the configuration is not valid TOML: {exc}") from exc
+    return config_from_mapping(document)
+
+
+def config_from_mapping(document: Mapping[str, object]) -> Config:
+    """Validate an already-parsed configuration document.
+
+    Raises:
+        ConfigError: the document is not a valid configuration.
+    """
+    try:
+        return Config.model_validate(document)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid configuration: {_describe(exc)}") from exc
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+        for err in exc.errors(include_url=False)[:5]
+    )
+
+
+def load_config(path: str | None, environ: Mapping[str, str] = os.environ) -> Config:
+    """Find and validate the configuration: `path`, else `$ARTMEM_CONFIG`.
+
+    Raises:
+        ConfigError: no configuration was named, or it cannot be read or is invalid.
+    """
+    chosen = path or environ.get(CONFIG_ENV)
+    if not chosen:
+        raise ConfigError(f"no configuration: pass --config PATH or set {CONFIG_ENV}")
+    try:
+        with open(chosen, "rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the configuration file: {exc.strerror}") from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError("the configuration file is larger than 1 MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("the configuration file is not UTF-8") from exc
+    return parse_config(text)
