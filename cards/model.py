@@ -35,8 +35,8 @@ from cards.canonical import canonical_json
 from cards.errors import CardInvalid, InvalidInput, UnsupportedVersion
 from cards.policy import DEFAULT_LIMITS, Limits
 
-CARD_SCHEMA_VERSION = 1
-ARTIFACT_SCHEMA_VERSION = 1
+CARD_SCHEMA_VERSION: Literal[1] = 1
+ARTIFACT_SCHEMA_VERSION: Literal[1] = 1
 
 # C0 and C1 controls (tab and newline aside, where allowed) have no place in display text: they
 # can rewrite a terminal line or hide text from a person reading a card.
@@ -111,7 +111,7 @@ class ArtifactRefV1(BaseModel):
 
     model_config = _STRICT
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1]
     artifact_id: ArtifactIdField
     sha256: Sha256Hex
     bytes: Annotated[int, Field(ge=0, le=1 << 50)]
@@ -141,7 +141,7 @@ class ExperimentCardV1(BaseModel):
 
     model_config = _STRICT
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1]
     experiment_id: ExperimentIdField
     artifact: ArtifactRefV1
     chunk_manifest_sha256: Sha256Hex

@@ -97,11 +97,21 @@ def _open_component(name: str, flags: int, dir_fd: int) -> int:
     except FileNotFoundError as exc:
         raise SourceMissing("a path component does not exist") from exc
     except NotADirectoryError as exc:
+        # O_DIRECTORY | O_NOFOLLOW on a symlink fails with ENOTDIR, not ELOOP.
+        if _is_symlink(name, dir_fd):
+            raise PathEscape("a path component is a symbolic link") from exc
         raise SourceMissing("a path component is not a directory") from exc
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK):
             raise PathEscape("a path component is a symbolic link") from exc
         raise
+
+
+def _is_symlink(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def make_dirs(root_fd: int, parts: Sequence[str]) -> int:

@@ -57,6 +57,7 @@ from cards.errors import (
     SourceMissing,
     StoreIOError,
 )
+from cards.model import ARTIFACT_SCHEMA_VERSION, CARD_SCHEMA_VERSION
 from cards.policy import DEFAULT_LIMITS, UNKNOWN_SOURCE_VERSION
 from cas import _fs
 from cas._chunks import CHUNK_BYTES, ChunkManifest
@@ -226,11 +227,11 @@ class ProjectStore:
         if existing is None:
             self._check_card_quota(project_fd)
         manifest = ChunkManifest(digests.size, CHUNK_BYTES, digests.chunk_digests).encode()
+        present = self._object_size(project_fd, artifact_id) == digests.size
+        if not present:
+            self._check_byte_quota(project_fd, digests.size)
         obj_dir = _fs.make_dirs(project_fd, self.layout.object_dir(artifact_id))
         try:
-            present = _object_size(obj_dir, artifact_id) == digests.size
-            if not present:
-                self._check_byte_quota(project_fd, digests.size)
             _publish_manifest(obj_dir, tmp_fd, artifact_id, manifest)
             if not present:
                 _publish_object(obj_dir, stage, artifact_id)
@@ -273,6 +274,7 @@ class ProjectStore:
                 return existing
             return _updated(existing, descriptive, metadata.media_type, now)
         artifact = ArtifactRefV1(
+            schema_version=ARTIFACT_SCHEMA_VERSION,
             artifact_id=artifact_id,
             sha256=digests.sha256.hex(),
             bytes=digests.size,
@@ -280,6 +282,7 @@ class ProjectStore:
             created_at=now,
         )
         return ExperimentCardV1(
+            schema_version=CARD_SCHEMA_VERSION,
             experiment_id=exp_id,
             artifact=artifact,
             chunk_manifest_sha256=hashlib.sha256(manifest).hexdigest(),
@@ -439,7 +442,10 @@ class ProjectStore:
                 os.makedirs(self.artifact_root, mode=_fs.DIR_MODE, exist_ok=True)
             except OSError as exc:
                 raise StoreIOError(f"cannot create the artifact root: {exc.strerror}") from exc
-        root_fd = _fs.open_dir(self.artifact_root)
+        try:
+            root_fd = _fs.open_dir(self.artifact_root)
+        except SourceMissing as exc:
+            raise ExperimentNotFound("nothing has been recorded in this store yet") from exc
         try:
             if create:
                 project_fd = _fs.make_dirs(root_fd, self.layout.root)
@@ -507,6 +513,20 @@ class ProjectStore:
                 os.close(shard_fd)
         return Usage(objects=objects, bytes=total, cards=self._count_cards(project_fd))
 
+    def _object_size(self, project_fd: int, artifact_id: ArtifactId) -> int | None:
+        """The size of a stored object, or None if there is no regular file at its name."""
+        try:
+            obj_dir = _fs.open_dir_beneath(project_fd, self.layout.object_dir(artifact_id))
+        except SourceMissing:
+            return None
+        try:
+            st = os.stat(artifact_id, dir_fd=obj_dir, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(obj_dir)
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
+
     def _check_card_quota(self, project_fd: int) -> None:
         count = self._count_cards(project_fd)
         limit = self.limits.cards_per_project
@@ -536,14 +556,6 @@ def _stream(src_fd: int, dst_fd: int, limit: int, progress: Progress | None) -> 
     except OSError as exc:
         raise StoreIOError(f"cannot write the object: {exc.strerror}") from exc
     return digests
-
-
-def _object_size(obj_dir: int, artifact_id: ArtifactId) -> int | None:
-    try:
-        st = os.stat(artifact_id, dir_fd=obj_dir, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 def _publish_manifest(obj_dir: int, tmp_fd: int, artifact_id: ArtifactId, manifest: bytes) -> None:

@@ -14,7 +14,15 @@ from typing import Annotated, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cards import DEFAULT_LIMITS, ConfigError, Limits, ProjectId, UnknownProject, parse_project_id
+from cards import (
+    DEFAULT_LIMITS,
+    ConfigError,
+    IndexState,
+    Limits,
+    ProjectId,
+    UnknownProject,
+    parse_project_id,
+)
 from cas import IntegrityMode, ProjectStore
 
 CONFIG_ENV = "ARTMEM_CONFIG"
@@ -24,9 +32,10 @@ MAX_CONFIG_BYTES = 1 << 20
 def _absolute(value: str) -> str:
     if not os.path.isabs(value):
         raise ValueError("must be an absolute path")
-    if os.path.normpath(value) != value.rstrip("/") or "\x00" in value:
+    stripped = value.rstrip("/") or "/"
+    if os.path.normpath(value) != stripped or "\x00" in value:
         raise ValueError("must be a normalised path (no '.', '..' or repeated separators)")
-    return value.rstrip("/") or "/"
+    return stripped
 
 
 def _project_id(value: str) -> str:
@@ -145,6 +154,7 @@ class Config(BaseModel):
             project_id,
             limits=self.effective_limits,
             integrity=self.integrity,
+            initial_index_state=IndexState.PENDING if self.honcho.enabled else IndexState.DISABLED,
         )
 
 

@@ -1,0 +1,145 @@
+"""Configuration is strict and validated at start."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cards import ConfigError, UnknownProject
+from harness_plugin.config import load_config, parse_config
+
+
+def _toml(tmp_path: Path, extra: str = "", **roots: str) -> str:
+    values = {
+        "artifact_root": str(tmp_path / "artifacts"),
+        "rlm_root": str(tmp_path / "rlm"),
+        "state_root": str(tmp_path / "state"),
+    }
+    values.update(roots)
+    head = "\n".join(f'{k} = "{v}"' for k, v in values.items())
+    projects = f"""
+[[projects]]
+id = "trial-analysis"
+root = "{tmp_path / "work" / "trial"}"
+
+[[projects]]
+id = "nested"
+root = "{tmp_path / "work" / "trial" / "sub"}"
+"""
+    return head + "\n" + extra + "\n" + projects
+
+
+def test_the_documented_shape_parses(tmp_path):
+    config = parse_config(
+        _toml(tmp_path, 'integrity = "always"\n')
+        + "\n[limits]\nartifact_bytes = 1000\n[honcho]\nenabled = false\n"
+    )
+    assert config.integrity == "always"
+    assert config.effective_limits.artifact_bytes == 1000
+    assert config.effective_limits.cards_per_project == 10_000
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("surprise = 1\n", "surprise"),
+        ('integrity = "sometimes"\n', "integrity"),
+    ],
+)
+def test_unknown_or_invalid_keys_fail(tmp_path, text, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_config(_toml(tmp_path, text))
+
+
+def test_unknown_key_in_a_table_fails(tmp_path):
+    with pytest.raises(ConfigError, match="limits"):
+        parse_config(_toml(tmp_path) + "\n[limits]\nartifact_bytez = 1\n")
+
+
+def test_limits_may_not_be_raised(tmp_path):
+    with pytest.raises(ConfigError, match="lowered"):
+        parse_config(_toml(tmp_path) + "\n[limits]\nartifact_bytes = 9999999999999\n")
+
+
+def test_invalid_toml_fails(tmp_path):
+    with pytest.raises(ConfigError, match="TOML"):
+        parse_config("artifact_root = ")
+
+
+@pytest.mark.parametrize("bad", ["relative/path", "/a/../b", "/a/./b", "/a//b"])
+def test_roots_must_be_absolute_and_normalised(tmp_path, bad):
+    with pytest.raises(ConfigError, match="artifact_root"):
+        parse_config(_toml(tmp_path, artifact_root=bad))
+
+
+def test_roots_must_not_overlap(tmp_path):
+    with pytest.raises(ConfigError, match="overlap"):
+        parse_config(_toml(tmp_path, artifact_root=str(tmp_path / "rlm" / "artifacts")))
+    with pytest.raises(ConfigError, match="overlap"):
+        parse_config(_toml(tmp_path, state_root=str(tmp_path / "rlm")))
+
+
+def test_root_prefix_is_not_overlap(tmp_path):
+    parse_config(_toml(tmp_path, artifact_root=str(tmp_path / "rlm2")))
+
+
+def test_dangerous_roots_are_refused(tmp_path, monkeypatch):
+    with pytest.raises(ConfigError, match="filesystem root"):
+        parse_config(_toml(tmp_path, artifact_root="/"))
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    with pytest.raises(ConfigError, match="home"):
+        parse_config(_toml(tmp_path, artifact_root=str(home)))
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="repository"):
+        parse_config(_toml(tmp_path, artifact_root=str(repo)))
+
+
+def test_store_roots_must_not_live_inside_a_project(tmp_path):
+    inside = str(tmp_path / "work" / "trial" / "artifacts")
+    with pytest.raises(ConfigError, match="inside the root of project"):
+        parse_config(_toml(tmp_path, artifact_root=inside))
+
+
+def test_project_ids_are_validated_and_unique(tmp_path):
+    with pytest.raises(ConfigError):
+        parse_config(_toml(tmp_path).replace('id = "nested"', 'id = "bad/id"'))
+    with pytest.raises(ConfigError, match="unique"):
+        parse_config(_toml(tmp_path).replace('id = "nested"', 'id = "trial-analysis"'))
+
+
+def test_project_from_the_working_directory_is_the_longest_match(tmp_path):
+    config = parse_config(_toml(tmp_path))
+    trial = tmp_path / "work" / "trial"
+    (trial / "sub" / "deep").mkdir(parents=True)
+    (tmp_path / "work" / "trial2").mkdir()
+    assert config.project_for(str(trial)) == "trial-analysis"
+    assert config.project_for(str(trial / "sub" / "deep")) == "nested"
+    with pytest.raises(UnknownProject):
+        config.project_for(str(tmp_path / "work" / "trial2"))  # a prefix is not containment
+    assert config.project_for(str(tmp_path), explicit="nested") == "nested"
+    with pytest.raises(UnknownProject):
+        config.project_for(str(trial), explicit="elsewhere")
+
+
+def test_load_config_from_flag_or_environment(tmp_path):
+    path = tmp_path / "artmem.toml"
+    path.write_text(_toml(tmp_path))
+    assert load_config(str(path), environ={}).rlm_root == str(tmp_path / "rlm")
+    assert load_config(None, environ={"ARTMEM_CONFIG": str(path)}).projects
+    with pytest.raises(ConfigError, match="ARTMEM_CONFIG"):
+        load_config(None, environ={})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(str(tmp_path / "missing.toml"), environ={})
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError, match="UTF-8"):
+        load_config(str(path), environ={})
+
+
+def test_config_never_needs_the_directories_to_exist(tmp_path):
+    config = parse_config(_toml(tmp_path))
+    assert not os.path.exists(config.artifact_root)
