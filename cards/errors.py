@@ -23,7 +23,14 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     ├── ExperimentNotFound (LookupError)         cas.experiment_not_found
     ├── ObjectMissing (FileNotFoundError)        cas.object_missing
     ├── IntegrityError (ValueError)              cas.integrity
-    └── StoreIOError (OSError, retryable)        cas.io
+    ├── StoreIOError (OSError, retryable)        cas.io
+    ├── OutboxError (OSError, retryable)         indexer.outbox_io
+    ├── NotOwner (RuntimeError)                  indexer.not_owner
+    └── RemoteError                              (the Honcho side; never stops local work)
+        ├── RemoteUnavailable (ConnectionError, retryable)   indexer.remote_unavailable
+        ├── CircuitOpen (ConnectionError, retryable)         indexer.circuit_open
+        ├── RemoteUnauthorized (PermissionError)             indexer.remote_unauthorized
+        └── RemoteRejected (ValueError)                      indexer.remote_rejected
 """
 
 from __future__ import annotations
@@ -54,6 +61,12 @@ class ErrorCode(enum.StrEnum):
     OBJECT_MISSING = "cas.object_missing"
     INTEGRITY = "cas.integrity"
     STORE_IO = "cas.io"
+    OUTBOX_IO = "indexer.outbox_io"
+    NOT_OWNER = "indexer.not_owner"
+    REMOTE_UNAVAILABLE = "indexer.remote_unavailable"
+    CIRCUIT_OPEN = "indexer.circuit_open"
+    REMOTE_UNAUTHORIZED = "indexer.remote_unauthorized"
+    REMOTE_REJECTED = "indexer.remote_rejected"
 
 
 class ArtifactError(Exception):
@@ -192,3 +205,48 @@ class StoreIOError(ArtifactError, OSError):
 
     code = ErrorCode.STORE_IO
     retryable = True
+
+
+class OutboxError(ArtifactError, OSError):
+    """The outbox could not be read or written; admission failed and nothing was queued."""
+
+    code = ErrorCode.OUTBOX_IO
+    retryable = True
+
+
+class NotOwner(ArtifactError, RuntimeError):
+    """Another worker owns this state root (or replaced this one); this one must not publish."""
+
+    code = ErrorCode.NOT_OWNER
+
+
+class RemoteError(ArtifactError):
+    """A failure on the Honcho side. Local record, search and resolve never depend on it."""
+
+    code = ErrorCode.REMOTE_UNAVAILABLE
+
+
+class RemoteUnavailable(RemoteError, ConnectionError):
+    """Timeout, connection failure, rate limit or 5xx: the outcome may be ambiguous; retry."""
+
+    code = ErrorCode.REMOTE_UNAVAILABLE
+    retryable = True
+
+
+class CircuitOpen(RemoteError, ConnectionError):
+    """The circuit breaker is open: no request was sent."""
+
+    code = ErrorCode.CIRCUIT_OPEN
+    retryable = True
+
+
+class RemoteUnauthorized(RemoteError, PermissionError):
+    """Honcho refused the credentials (401/403): retrying cannot help until an operator acts."""
+
+    code = ErrorCode.REMOTE_UNAUTHORIZED
+
+
+class RemoteRejected(RemoteError, ValueError):
+    """Honcho permanently rejected the request (422, 4xx, invalid ids): dead-letter it."""
+
+    code = ErrorCode.REMOTE_REJECTED

@@ -1,0 +1,395 @@
+"""The local card catalog: exact matches, BM25 ranking, bounds and index consistency."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+import unicodedata
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cards import (
+    ArtifactRefV1,
+    ErrorCode,
+    ExperimentCardV1,
+    IndexState,
+    IndexStatus,
+    InvalidInput,
+    ProjectId,
+    QueryFingerprint,
+    artifact_id_for_bytes,
+    experiment_id,
+)
+from cas._catalog import HEAVY_WEIGHT, K1, MAX_QUERY_CHARS, B, Catalog, SearchHit
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+PROJECT = ProjectId("p1")
+
+
+def make_card(
+    n: int = 0,
+    *,
+    title: str = "Treatment response by cohort",
+    summary: str = "Aggregate response table for the cohort comparison.",
+    tags: Sequence[str] = (),
+    columns: Sequence[str] = (),
+    source: str = "trial-warehouse",
+    source_version: str = "snapshot-1",
+    content: bytes | None = None,
+    minutes: int = 0,
+) -> ExperimentCardV1:
+    """A valid card; `n` picks its identity, `minutes` its recency."""
+    data = f"synthetic result {n}".encode() if content is None else content
+    artifact = artifact_id_for_bytes(data)
+    fingerprint = QueryFingerprint(hashlib.sha256(f"query {n}".encode()).hexdigest())
+    return ExperimentCardV1(
+        schema_version=1,
+        experiment_id=experiment_id(PROJECT, artifact, fingerprint, source_version),
+        artifact=ArtifactRefV1(
+            schema_version=1,
+            artifact_id=artifact,
+            sha256=hashlib.sha256(data).hexdigest(),
+            bytes=len(data),
+            media_type="application/vnd.apache.parquet",
+            created_at=T0,
+        ),
+        chunk_manifest_sha256="ab" * 32,
+        title=title,
+        summary=summary,
+        query_fingerprint=fingerprint,
+        source=source,
+        source_version=source_version,
+        columns=list(columns),
+        tags=list(tags),
+        project_id=PROJECT,
+        session_id="s1",
+        producer="artmem test",
+        created_at=T0,
+        updated_at=T0 + timedelta(minutes=minutes),
+        index=IndexStatus(state=IndexState.DISABLED),
+    )
+
+
+def ids(hits: Sequence[SearchHit]) -> list[str]:
+    return [hit.card.experiment_id for hit in hits]
+
+
+def catalog_of(*cards: ExperimentCardV1, max_cards: int = 100) -> Catalog:
+    return Catalog.build(cards, max_cards=max_cards)
+
+
+# -- exact matches ---------------------------------------------------------------------------
+
+
+def test_an_experiment_id_finds_its_card_exactly() -> None:
+    card, other = make_card(1), make_card(2)
+    hits = catalog_of(card, other).search(f"  {card.experiment_id}\n", limit=5)
+    assert hits == [SearchHit(card, 1.0, ("experiment_id",))]
+
+
+def test_an_artifact_id_finds_every_experiment_of_those_bytes_newest_first() -> None:
+    older = make_card(1, content=b"same bytes", minutes=1)
+    newer = make_card(2, content=b"same bytes", minutes=5)
+    hits = catalog_of(older, newer, make_card(3)).search(older.artifact.artifact_id, limit=5)
+    assert ids(hits) == [newer.experiment_id, older.experiment_id]
+    assert all(hit.exact == ("artifact_id",) and hit.score == 1.0 for hit in hits)
+
+
+def test_a_query_fingerprint_finds_its_card() -> None:
+    card = make_card(1)
+    hits = catalog_of(card, make_card(2)).search(card.query_fingerprint, limit=5)
+    assert hits == [SearchHit(card, 1.0, ("query_fingerprint",))]
+
+
+def test_a_source_version_finds_every_card_recorded_at_it() -> None:
+    a = make_card(1, source_version="git:abc123", minutes=2)
+    b = make_card(2, source_version="git:abc123", minutes=3)
+    hits = catalog_of(a, b, make_card(3)).search("git:abc123", limit=5)
+    assert ids(hits) == [b.experiment_id, a.experiment_id]
+    assert {hit.exact for hit in hits} == {("source_version",)}
+
+
+@pytest.mark.parametrize("query", ["Cohort-A", "cohort-a", "COHORT-A"])
+def test_a_tag_matches_exactly_or_by_casefold(query: str) -> None:
+    card = make_card(1, tags=["Cohort-A"])
+    hits = catalog_of(card, make_card(2)).search(query, limit=5)
+    assert hits[0] == SearchHit(card, 1.0, ("tag",))
+
+
+def test_a_value_of_several_kinds_lists_each_kind_in_a_fixed_order() -> None:
+    card = make_card(1, tags=["v2"], source_version="v2")
+    hits = catalog_of(card).search("v2", limit=5)
+    assert hits == [SearchHit(card, 1.0, ("tag", "source_version"))]
+
+
+def test_exact_matches_rank_before_stronger_lexical_matches_and_appear_once() -> None:
+    tagged = make_card(1, title="Unrelated", tags=["quokka"], minutes=0)
+    wordy = make_card(2, title="Quokka quokka quokka", summary="quokka census", minutes=9)
+    hits = catalog_of(wordy, tagged).search("quokka", limit=5)
+    assert ids(hits) == [tagged.experiment_id, wordy.experiment_id]
+    assert hits[0].exact == ("tag",) and hits[1].exact == ()
+    assert hits[1].score <= 1.0
+
+
+def test_exact_hits_alone_can_fill_the_limit() -> None:
+    cards = [make_card(n, source_version="unknown", minutes=n) for n in range(5)]
+    hits = catalog_of(*cards).search("unknown", limit=2)
+    assert ids(hits) == [cards[4].experiment_id, cards[3].experiment_id]
+
+
+# -- lexical ranking -------------------------------------------------------------------------
+
+
+def test_lexical_hits_are_normalised_so_the_best_scores_one() -> None:
+    strong = make_card(1, title="Wombat burrow depth", summary="wombat wombat survey")
+    weak = make_card(2, title="Burrow depth survey", summary="one wombat seen in a long survey")
+    hits = catalog_of(strong, weak, make_card(3)).search("wombat", limit=5)
+    assert ids(hits) == [strong.experiment_id, weak.experiment_id]
+    assert hits[0].score == 1.0 and 0.0 < hits[1].score < 1.0
+
+
+def test_a_title_word_outweighs_the_same_word_in_the_summary() -> None:
+    in_title = make_card(1, title="Kiwi data", summary="other words here")
+    in_summary = make_card(2, title="Other data", summary="kiwi words here")
+    hits = catalog_of(in_summary, in_title).search("kiwi", limit=5)
+    assert ids(hits) == [in_title.experiment_id, in_summary.experiment_id]
+
+
+def test_tokens_are_casefolded_nfkc_and_split_on_underscores() -> None:
+    card = make_card(1, title="Straße ﬁnal", columns=["user_id"], source="Warehouse-7")
+    catalog = catalog_of(card)
+    for query in ["STRASSE", "final", "user", "ID", "warehouse 7"]:
+        assert ids(catalog.search(query, limit=1)) == [card.experiment_id], query
+
+
+def test_equal_scores_go_to_the_most_recent_card_then_the_smaller_id() -> None:
+    old, new = make_card(1, minutes=1), make_card(2, minutes=2)
+    twins = sorted([make_card(3, minutes=0), make_card(4, minutes=0)], key=ids_of)
+    hits = catalog_of(twins[1], old, twins[0], new).search("cohort", limit=10)
+    assert ids(hits) == [new.experiment_id, old.experiment_id, *map(ids_of, twins)]
+
+
+def ids_of(card: ExperimentCardV1) -> str:
+    return card.experiment_id
+
+
+def test_search_respects_the_limit_and_no_match_is_empty() -> None:
+    catalog = catalog_of(*(make_card(n) for n in range(6)))
+    assert len(catalog.search("cohort", limit=4)) == 4
+    assert catalog.search("platypus", limit=4) == []
+
+
+# -- put, get and bounds ---------------------------------------------------------------------
+
+
+def test_put_replacing_a_card_drops_its_old_words() -> None:
+    before = make_card(1, title="Quokka census", tags=["marsupial"])
+    after = make_card(1, title="Wombat census", tags=["burrower"], minutes=5)
+    catalog = catalog_of(before, make_card(2))
+    catalog.put(after)
+    assert len(catalog) == 2 and catalog.get(after.experiment_id) == after
+    assert catalog.search("quokka", limit=5) == []
+    assert catalog.search("marsupial", limit=5) == []
+    assert ids(catalog.search("wombat", limit=5)) == [after.experiment_id]
+    assert catalog.search("burrower", limit=5)[0].exact == ("tag",)
+
+
+def test_get_returns_none_for_an_unknown_id() -> None:
+    assert catalog_of(make_card(1)).get(make_card(2).experiment_id) is None
+
+
+def test_build_keeps_the_newest_cards_and_counts_the_overflow() -> None:
+    cards = [make_card(n, minutes=n) for n in range(5)]
+    catalog = Catalog.build(reversed(cards), max_cards=3, skipped=2)
+    assert (len(catalog), catalog.overflow, catalog.skipped) == (3, 2, 2)
+    assert [catalog.get(c.experiment_id) for c in cards] == [None, None, *cards[2:]]
+
+
+def test_build_counts_a_repeated_card_once_and_keeps_the_later_copy() -> None:
+    first, second = make_card(1, title="First"), make_card(1, title="Second")
+    catalog = Catalog.build([first, second], max_cards=1)
+    assert (len(catalog), catalog.overflow, catalog.get(first.experiment_id)) == (1, 0, second)
+
+
+def test_put_into_a_full_catalog_evicts_the_oldest_card_for_a_newer_one() -> None:
+    old, mid = make_card(1, minutes=1), make_card(2, minutes=2)
+    catalog = catalog_of(old, mid, max_cards=2)
+    catalog.put(make_card(3, minutes=3))
+    assert (len(catalog), catalog.overflow, catalog.get(old.experiment_id)) == (2, 1, None)
+    catalog.put(make_card(4, minutes=0))
+    assert (len(catalog), catalog.overflow, catalog.get(make_card(4).experiment_id)) == (2, 2, None)
+    assert catalog.search(old.query_fingerprint, limit=1) == []
+
+
+def test_an_empty_catalog_finds_nothing() -> None:
+    assert len(Catalog(max_cards=1)) == 0
+    assert Catalog(max_cards=1).search("cohort", limit=3) == []
+
+
+# -- invalid input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t", "x" * (MAX_QUERY_CHARS + 1)])
+def test_blank_or_overlong_queries_are_invalid(query: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        catalog_of(make_card(1)).search(query, limit=5)
+    assert caught.value.code is ErrorCode.INPUT_INVALID
+
+
+@pytest.mark.parametrize("limit", [0, -1, True])
+def test_a_limit_below_one_is_invalid(limit: int) -> None:
+    with pytest.raises(InvalidInput):
+        catalog_of(make_card(1)).search("cohort", limit=limit)
+
+
+@pytest.mark.parametrize(("max_cards", "skipped"), [(0, 0), (1, -1)])
+def test_bounds_must_be_sensible(max_cards: int, skipped: int) -> None:
+    with pytest.raises(InvalidInput):
+        Catalog.build([], max_cards=max_cards, skipped=skipped)
+
+
+# -- properties ------------------------------------------------------------------------------
+
+_WORDS = ["alpha", "alpha", "alpha", "beta", "beta", "gamma", "delta", "Cohort", "ﬁnal", "x1"]
+_TAGS = ["Alpha", "tag-one", "two"]
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def _fold(text: str) -> list[str]:
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+_phrases = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=6).map(" ".join)
+
+
+@st.composite
+def card_sets(draw: st.DrawFn) -> list[ExperimentCardV1]:
+    count = draw(st.integers(min_value=1, max_value=12))
+    return [
+        make_card(
+            n,
+            title=draw(_phrases),
+            summary=draw(_phrases),
+            tags=draw(st.lists(st.sampled_from(_TAGS), max_size=2, unique=True)),
+            columns=draw(st.lists(st.sampled_from(["user_id", "beta_x1"]), max_size=2)),
+            source_version=draw(st.sampled_from(["v1", "v2", "unknown"])),
+            minutes=draw(st.integers(min_value=0, max_value=3)),
+        )
+        for n in range(count)
+    ]
+
+
+def _queries(cards: list[ExperimentCardV1]) -> st.SearchStrategy[str]:
+    exact = [c.experiment_id for c in cards] + [c.query_fingerprint for c in cards] + _TAGS
+    noise = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12)
+    return st.one_of(_phrases, st.sampled_from(exact + ["v1", "unknown"]), noise).filter(
+        lambda q: q.strip() != ""
+    )
+
+
+def _indexed_text(card: ExperimentCardV1) -> set[str]:
+    return set(_fold(" ".join([card.title, card.summary, card.source, *card.tags, *card.columns])))
+
+
+def _sort_key(hit: SearchHit) -> tuple[bool, float, float, str]:
+    return (not hit.exact, -hit.score, -hit.card.updated_at.timestamp(), hit.card.experiment_id)
+
+
+@given(st.data(), card_sets(), st.integers(min_value=1, max_value=6))
+def test_every_hit_is_exact_or_shares_a_token_and_hits_are_ranked(
+    data: st.DataObject, cards: list[ExperimentCardV1], limit: int
+) -> None:
+    query = data.draw(_queries(cards))
+    hits = Catalog.build(cards, max_cards=100).search(query, limit=limit)
+    assert len(hits) <= limit and len(set(ids(hits))) == len(hits)
+    for hit in hits:
+        assert 0.0 <= hit.score <= 1.0
+        assert hit.exact or set(_fold(query)) & _indexed_text(hit.card)
+        assert not hit.exact or hit.score == 1.0
+    assert hits == sorted(hits, key=_sort_key)
+
+
+def _reference_bm25(cards: list[ExperimentCardV1], query: str) -> dict[str, float]:
+    """Plain BM25 over every card, no index and no pruning, for comparison."""
+
+    def weighted(card: ExperimentCardV1) -> list[str]:
+        heavy = _fold(card.title) + _fold("\n".join(card.tags))
+        body = _fold(card.summary) + _fold("\n".join(card.columns)) + _fold(card.source)
+        return heavy * HEAVY_WEIGHT + body
+
+    docs = {card.experiment_id: weighted(card) for card in cards}
+    avg = sum(map(len, docs.values())) / len(docs)
+    scores: dict[str, float] = {}
+    for term in dict.fromkeys(_fold(query)):
+        holding = sum(1 for terms in docs.values() if term in terms)
+        idf = math.log(1 + (len(docs) - holding + 0.5) / (holding + 0.5))
+        for key, terms in docs.items():
+            tf = terms.count(term)
+            if tf:
+                norm = K1 * (1 - B + B * len(terms) / avg)
+                scores[key] = scores.get(key, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+    return scores
+
+
+@given(st.data(), card_sets(), st.integers(min_value=1, max_value=4))
+def test_lexical_ranking_equals_plain_bm25_over_every_card(
+    data: st.DataObject, cards: list[ExperimentCardV1], limit: int
+) -> None:
+    query = data.draw(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=5).map(" ".join))
+    hits = Catalog.build(cards, max_cards=100).search(query, limit=limit)
+    reference = _reference_bm25(cards, query)
+    lexical = [hit for hit in hits if not hit.exact]
+    exact = set(ids(hits)) - set(ids(lexical))
+    expected = sorted((s for k, s in reference.items() if k not in exact), reverse=True)
+    top = max(reference.values(), default=1.0)
+    assert [h.score for h in lexical] == pytest.approx([s / top for s in expected[: len(lexical)]])
+    for hit in lexical:
+        assert hit.score == pytest.approx(reference[hit.card.experiment_id] / top)
+
+
+@given(card_sets(), card_sets(), st.randoms(use_true_random=False))
+def test_puts_in_any_order_rank_like_a_fresh_build(
+    first: list[ExperimentCardV1], second: list[ExperimentCardV1], rng: random.Random
+) -> None:
+    final = {card.experiment_id: card for card in first + second}
+    grown = Catalog.build(first, max_cards=100)
+    for card in second:
+        grown.put(card)
+    shuffled = list(final.values())
+    rng.shuffle(shuffled)
+    fresh = Catalog.build(shuffled, max_cards=100)
+    assert len(grown) == len(fresh) == len(final)
+    for query in [*_WORDS, *_TAGS, "alpha beta", "x1 Cohort gamma", "unknown", "v2"]:
+        assert grown.search(query, limit=20) == fresh.search(query, limit=20), query
+
+
+def test_a_large_catalog_with_a_small_impact_cache_ranks_like_plain_bm25() -> None:
+    rng = random.Random(7)
+    vocabulary = [f"w{rank}" for rank in range(40)]
+    weights = [1.0 / (rank + 1) for rank in range(40)]
+
+    def phrase(low: int, high: int) -> str:
+        return " ".join(rng.choices(vocabulary, weights, k=rng.randint(low, high)))
+
+    cards = [
+        make_card(n, title=phrase(1, 5), summary=phrase(3, 20), minutes=rng.randrange(50))
+        for n in range(400)
+    ]
+    catalog = Catalog(max_cards=400, cache_min_postings=50, cache_max_entries=900)
+    for card in cards:
+        catalog.put(card)
+    queries = [phrase(1, 6) for _ in range(60)]
+    for query in queries + queries:  # the second pass reads impacts from the cache
+        hits = catalog.search(query, limit=rng.randint(1, 5))
+        reference = _reference_bm25(cards, query)
+        top = max(reference.values())
+        expected = sorted(reference.values(), reverse=True)[: len(hits)]
+        assert [hit.score for hit in hits] == pytest.approx([s / top for s in expected]), query
+        for hit in hits:
+            assert hit.score == pytest.approx(reference[hit.card.experiment_id] / top)
