@@ -30,6 +30,7 @@ again can help. Each class also subclasses the builtin a generic caller would ca
         ├── RemoteUnavailable (ConnectionError, retryable)   indexer.remote_unavailable
         ├── CircuitOpen (ConnectionError, retryable)         indexer.circuit_open
         ├── RemoteUnauthorized (PermissionError)             indexer.remote_unauthorized
+        │   └── RemoteMisconfigured                          indexer.remote_misconfigured
         └── RemoteRejected (ValueError)                      indexer.remote_rejected
 """
 
@@ -67,6 +68,7 @@ class ErrorCode(enum.StrEnum):
     CIRCUIT_OPEN = "indexer.circuit_open"
     REMOTE_UNAUTHORIZED = "indexer.remote_unauthorized"
     REMOTE_REJECTED = "indexer.remote_rejected"
+    REMOTE_MISCONFIGURED = "indexer.remote_misconfigured"
 
 
 class ArtifactError(Exception):
@@ -244,6 +246,12 @@ class RemoteUnauthorized(RemoteError, PermissionError):
     """Honcho refused the credentials (401/403): retrying cannot help until an operator acts."""
 
     code = ErrorCode.REMOTE_UNAUTHORIZED
+
+
+class RemoteMisconfigured(RemoteUnauthorized):
+    """Honcho is reachable but not set up as configured (e.g. the workspace does not exist)."""
+
+    code = ErrorCode.REMOTE_MISCONFIGURED
 
 
 class RemoteRejected(RemoteError, ValueError):

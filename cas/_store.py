@@ -405,7 +405,22 @@ class ProjectStore:
         return CardScan(cards=tuple(cards), problems=tuple(problems))
 
     def set_index_status(self, experiment_id: str, status: IndexStatus) -> ExperimentCardV1:
-        """Atomically replace a card's index status (the indexer's one write to cards).
+        """Atomically replace a card's index status.
+
+        Raises:
+            ExperimentNotFound: there is no such card.
+            CardInvalid: the stored card is invalid.
+            StoreIOError: the card could not be written.
+        """
+        return self.update_index_status(experiment_id, lambda card: status)
+
+    def update_index_status(
+        self, experiment_id: str, decide: Callable[[ExperimentCardV1], IndexStatus | None]
+    ) -> ExperimentCardV1:
+        """Read a card under the commit lock and replace its index status with `decide(card)`.
+
+        `decide` sees the card as it is now (a concurrent re-record cannot slip in between) and
+        returns None to leave it unchanged. This is the indexer's only write to cards.
 
         Raises:
             ExperimentNotFound: there is no such card.
@@ -415,6 +430,9 @@ class ProjectStore:
         exp_id = parse_experiment_id(experiment_id)
         with self._project(create=False) as project_fd, self._locked(project_fd):
             card = self._read_card(project_fd, exp_id)
+            status = decide(card)
+            if status is None or status == card.index:
+                return card
             updated = _revalidate(card, {"index": status.model_dump()})
             tmp_fd = _fs.make_dirs(project_fd, self.layout.tmp_dir)
             cards_fd = _fs.open_dir_beneath(project_fd, self.layout.cards_dir)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
-from cards import ExperimentCardV1
+from cards import ExperimentCardV1, IndexState
 from cas import Recorded, Resolved
 from cas._catalog import SearchHit
 from cas._fsck import FsckReport
+from harness_plugin._runtime import SyncReport
+from indexer import OutboxStats
 
 _SUMMARY_PREVIEW_CHARS = 160
 
@@ -33,8 +35,10 @@ def artifact_view(card: ExperimentCardV1) -> dict[str, object]:
     return card.artifact.model_dump(mode="json")
 
 
-def record_view(recorded: Recorded, *, honcho_queued: bool) -> dict[str, object]:
-    """What `record` reports (spec §31.2)."""
+def record_view(
+    recorded: Recorded, *, honcho_queued: bool, state: IndexState | None = None
+) -> dict[str, object]:
+    """What `record` reports (spec §31.2): local durability apart from remote queueing."""
     card = recorded.card
     return {
         "experiment_id": card.experiment_id,
@@ -44,7 +48,7 @@ def record_view(recorded: Recorded, *, honcho_queued: bool) -> dict[str, object]
         "deduplicated": recorded.deduplicated,
         "local_saved": True,
         "honcho_queued": honcho_queued,
-        "index_state": str(card.index.state),
+        "index_state": str(state or card.index.state),
         "warnings": list(recorded.warnings),
     }
 
@@ -209,3 +213,39 @@ def human_size(n: int) -> str:
             return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"
+
+
+def sync_view(report: SyncReport, stats: OutboxStats | None) -> dict[str, object]:
+    """What `sync` did, and what is left."""
+    r, d = report.reconciled, report.delivery
+    return {
+        "reconciled": {
+            "examined": r.examined,
+            "admitted": r.admitted,
+            "already_queued": r.already_queued,
+            "skipped": r.skipped,
+            "failed": r.failed,
+            "truncated": r.truncated,
+        },
+        "delivered": d.delivered,
+        "deduplicated": d.deduplicated,
+        "retried": d.retried,
+        "dead_lettered": d.dead_lettered,
+        "pending": 0 if stats is None else stats.pending,
+        "dead_letter": 0 if stats is None else stats.dead_letter,
+        "circuit": report.circuit,
+        "last_error": report.last_error,
+    }
+
+
+def sync_lines(view: dict[str, object]) -> list[str]:
+    """`sync` for a person."""
+    lines = [
+        f"delivered {view['delivered']} (already present: {view['deduplicated']}), "
+        f"retrying {view['retried']}, dead-lettered {view['dead_lettered']}",
+        f"outbox: {view['pending']} pending, {view['dead_letter']} dead letters; "
+        f"circuit {view['circuit']}",
+    ]
+    if view["last_error"]:
+        lines.append(f"  last error: {view['last_error']}")
+    return lines

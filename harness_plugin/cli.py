@@ -17,7 +17,9 @@ from cas._catalog import Catalog
 from cas._fsck import fsck
 from harness_plugin import _views
 from harness_plugin._progress import progress_for
-from harness_plugin.config import Config, load_config
+from harness_plugin._runtime import Runtime
+from harness_plugin._status import status_lines, status_view
+from harness_plugin.config import load_config
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -99,8 +101,8 @@ def _record_args(p: argparse.ArgumentParser) -> None:
 
 
 def _record(args: argparse.Namespace) -> Outcome:
-    config = load_config(args.config)
-    store = config.store(config.project_for(os.getcwd(), args.project))
+    runtime = Runtime(load_config(args.config))
+    store = runtime.stores[runtime.config.project_for(os.getcwd(), args.project)]
     metadata = parse_metadata(
         {
             "title": args.title,
@@ -116,12 +118,14 @@ def _record(args: argparse.Namespace) -> Outcome:
     bar = progress_for(sys.stderr, "recording", enabled=not args.json)
     try:
         recorded = store.record(
-            config.rlm_root, Provenance(session_id=args.session), metadata, args.path, bar
+            runtime.config.rlm_root, Provenance(session_id=args.session), metadata, args.path, bar
         )
     finally:
         if bar is not None:
             bar.close()
-    view = _views.record_view(recorded, honcho_queued=False)
+    new_revision = recorded.card_created or recorded.card_updated
+    admission = runtime.admit(recorded.card, new_revision=new_revision)
+    view = _views.record_view(recorded, honcho_queued=admission.queued, state=admission.state)
     return Outcome(view, _views.record_lines(view))
 
 
@@ -194,6 +198,23 @@ def _fsck(args: argparse.Namespace) -> Outcome:
     return Outcome(view, _views.fsck_lines(view), EXIT_OK if report.ok else EXIT_ERROR)
 
 
+# -- sync ---------------------------------------------------------------------------------
+
+
+def _sync_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--deadline", type=float, help="seconds to keep delivering (default: config)")
+
+
+def _sync(args: argparse.Namespace) -> Outcome:
+    runtime = Runtime(load_config(args.config))
+    if args.deadline is not None and not 0 < args.deadline <= 3600:
+        raise InvalidInput("--deadline must be between 0 and 3600 seconds")
+    report = runtime.sync(args.deadline)
+    view = _views.sync_view(report, runtime.outbox.stats() if runtime.outbox else None)
+    status = EXIT_OK if view["pending"] == 0 else EXIT_ERROR
+    return Outcome(view, _views.sync_lines(view), status)
+
+
 # -- status -------------------------------------------------------------------------------
 
 
@@ -202,47 +223,8 @@ def _no_args(p: argparse.ArgumentParser) -> None:
 
 
 def _status(args: argparse.Namespace) -> Outcome:
-    config = load_config(args.config)
-    view = status_view(config)
-    projects = view["projects"]
-    assert isinstance(projects, list)
-    lines = [f"integrity {config.integrity}; honcho {'on' if config.honcho.enabled else 'off'}"]
-    for project in projects:
-        lines.append(
-            f"  {project['project_key']}: {project['cards']} cards, {project['objects']} "
-            f"objects, {_views.human_size(project['bytes'])}, states {project['index_states']}"
-        )
-    return Outcome(view, lines)
-
-
-def status_view(config: Config) -> dict[str, object]:
-    """Content-free status: counts per project key, never ids, titles or paths."""
-    projects = []
-    for project in config.projects:
-        store = config.store(project.id)
-        scan = store.scan_cards()
-        usage = store.usage()
-        projects.append(
-            {
-                "project_key": store.layout.key,
-                "cards": len(scan.cards),
-                "invalid_cards": len(scan.problems),
-                "objects": usage.objects,
-                "bytes": usage.bytes,
-                "index_states": _views.index_states(scan.cards),
-            }
-        )
-    limits = config.effective_limits
-    return {
-        "integrity": str(config.integrity),
-        "honcho": {"enabled": config.honcho.enabled},
-        "limits": {
-            "artifact_bytes": limits.artifact_bytes,
-            "project_bytes": limits.project_bytes,
-            "cards_per_project": limits.cards_per_project,
-        },
-        "projects": projects,
-    }
+    view = status_view(load_config(args.config), os.environ)
+    return Outcome(view, status_lines(view))
 
 
 # -- demo ---------------------------------------------------------------------------------
@@ -271,5 +253,6 @@ _COMMANDS: dict[str, tuple[str, _Configure, _Run]] = {
     "search": ("search this project's experiment cards", _search_args, _search),
     "fsck": ("check every object and card of the project", _fsck_args, _fsck),
     "status": ("content-free counts and settings", _no_args, _status),
+    "sync": ("reconcile card index states and deliver the outbox once", _sync_args, _sync),
     "demo": ("run a self-contained demonstration in a temporary workspace", _demo_args, _demo),
 }

@@ -7,10 +7,12 @@ and must not overlap one another. Limits may only be lowered.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Self
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -80,12 +82,61 @@ class LimitsConfig(BaseModel):
         return DEFAULT_LIMITS.lowered(**self.model_dump(exclude_none=True))
 
 
+def _honcho_id(value: str) -> str:
+    if re.fullmatch(r"[A-Za-z0-9_-]{1,512}", value) is None:
+        raise ValueError("must match [A-Za-z0-9_-]{1,512}")
+    return value
+
+
+def _base_url(value: str) -> str:
+    url = urlsplit(value)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ValueError("must be an absolute http(s) URL")
+    if url.username or url.password or url.query or url.fragment:
+        raise ValueError("must not hold credentials, a query or a fragment")
+    return value.rstrip("/")
+
+
+HonchoId = Annotated[str, AfterValidator(_honcho_id)]
+
+
 class HonchoConfig(BaseModel):
-    """Remote indexing; off unless enabled (the indexer issue grows this table)."""
+    """Remote indexing through Honcho; off unless enabled.
+
+    The API key lives only in the environment variable `api_key_env` names: never in this file,
+    in status or in logs.
+    """
 
     model_config = _STRICT
 
     enabled: bool = False
+    base_url: Annotated[str, AfterValidator(_base_url)] = "http://127.0.0.1:8000"
+    workspace_id: HonchoId = "artmem"
+    user_peer_id: HonchoId = "user"
+    assistant_peer_id: HonchoId = "artmem-assistant"
+    api_key_env: Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]{0,127}$")] = "HONCHO_API_KEY"
+    timeout_s: Annotated[float, Field(gt=0, le=120)] = 5.0
+    create_workspace: bool = False
+    max_sessions_in_flight: Annotated[int, Field(ge=1, le=64)] = 4
+    retry_base_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    retry_max_s: Annotated[float, Field(gt=0, le=86400)] = 300.0
+    max_attempts: Annotated[int, Field(ge=1, le=10_000)] = 50
+    drain_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    reconcile_batch: Annotated[int, Field(ge=1, le=100_000)] = 500
+    search_timeout_s: Annotated[float, Field(gt=0, le=60)] = 2.0
+
+    def api_key(self, environ: Mapping[str, str]) -> str:
+        """The API key from the named environment variable.
+
+        Raises:
+            ConfigError: the variable is unset or empty.
+        """
+        key = environ.get(self.api_key_env, "")
+        if not key:
+            raise ConfigError(
+                f"honcho is enabled but the environment variable {self.api_key_env} is unset"
+            )
+        return key
 
 
 class Config(BaseModel):

@@ -1,0 +1,117 @@
+"""The composition root: stores, outbox, card indexer and the Honcho service, from configuration.
+
+Start-up validates everything (a missing API key variable fails here, clearly); after a valid
+start, remote failures never stop local work.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import httpx
+
+from cards import ExperimentCardV1, NotOwner
+from cas import ProjectStore
+from harness_plugin.config import Config
+from indexer import (
+    CardAdmission,
+    CardIndexer,
+    DeliveryReport,
+    DeliveryWorker,
+    HonchoMemoryService,
+    HonchoSettings,
+    Outbox,
+    Ownership,
+    ReconcileReport,
+    RetryPolicy,
+)
+
+
+@dataclass
+class SyncReport:
+    """What `artmem sync` did."""
+
+    reconciled: ReconcileReport
+    delivery: DeliveryReport
+    circuit: str
+    last_error: str | None
+
+
+@dataclass
+class Runtime:
+    """Everything a host process needs, built once from a validated configuration."""
+
+    config: Config
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    transport: httpx.BaseTransport | None = None
+    stores: dict[str, ProjectStore] = field(init=False)
+    outbox: Outbox | None = field(init=False, default=None)
+    indexer: CardIndexer | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.stores = {p.id: self.config.store(p.id) for p in self.config.projects}
+        honcho = self.config.honcho
+        if honcho.enabled:
+            honcho.api_key(self.environ)  # fail at start, not at the first delivery
+            self.outbox = Outbox(self.config.state_root)
+            self.indexer = CardIndexer(
+                outbox=self.outbox, stores=self.stores, assistant_peer_id=honcho.assistant_peer_id
+            )
+
+    def admit(self, card: ExperimentCardV1, *, new_revision: bool) -> CardAdmission:
+        """Queue a committed card for Honcho (never raises: the local record already stands)."""
+        if self.indexer is None:
+            return CardAdmission(False, card.index.state)
+        return self.indexer.admit(card, maybe_sent=not new_revision)
+
+    def service(self) -> HonchoMemoryService:
+        """The Honcho client; only built when something must talk to Honcho."""
+        honcho = self.config.honcho
+        settings = HonchoSettings(
+            base_url=honcho.base_url,
+            workspace_id=honcho.workspace_id,
+            user_peer_id=honcho.user_peer_id,
+            assistant_peer_id=honcho.assistant_peer_id,
+            timeout_s=honcho.timeout_s,
+            create_workspace=honcho.create_workspace,
+        )
+        return HonchoMemoryService(settings, honcho.api_key(self.environ), self.transport)
+
+    def worker(self, ownership: Ownership, service: HonchoMemoryService) -> DeliveryWorker:
+        """A delivery worker wired to the card indexer's hooks."""
+        assert self.outbox is not None and self.indexer is not None
+        honcho = self.config.honcho
+        return DeliveryWorker(
+            outbox=self.outbox,
+            service=service,
+            ownership=ownership,
+            policy=RetryPolicy(honcho.retry_base_s, honcho.retry_max_s, honcho.max_attempts),
+            max_sessions=honcho.max_sessions_in_flight,
+            on_ack=self.indexer.on_ack,
+            on_dead=self.indexer.on_dead,
+        )
+
+    def sync(self, deadline_s: float | None = None) -> SyncReport:
+        """Reconcile card states, then deliver until empty or the deadline (spec §29.1).
+
+        Raises:
+            NotOwner: another worker owns the state root.
+        """
+        if self.outbox is None or self.indexer is None:
+            raise NotOwner("honcho is disabled in the configuration: nothing to sync")
+        ownership = Ownership(self.config.state_root)
+        if not ownership.acquire():
+            raise NotOwner("another artmem worker owns this state root; it delivers instead")
+        service = self.service()
+        try:
+            reconciled = self.indexer.reconcile(self.config.honcho.reconcile_batch)
+            worker = self.worker(ownership, service)
+            delivery = worker.drain(deadline_s or self.config.honcho.drain_timeout_s)
+            return SyncReport(
+                reconciled, delivery, str(worker.breaker.state), worker.breaker.last_error
+            )
+        finally:
+            service.close()
+            ownership.release()

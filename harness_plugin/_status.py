@@ -1,0 +1,93 @@
+"""`artmem status`: content-free counts. Never titles, ids, paths, project names or keys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from harness_plugin import _views
+from harness_plugin.config import Config
+from indexer import Outbox, read_status
+
+
+def status_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]:
+    """Counts per project key, the outbox and the worker; works even with Honcho unreachable."""
+    projects = []
+    for project in config.projects:
+        store = config.store(project.id)
+        scan = store.scan_cards()
+        usage = store.usage()
+        projects.append(
+            {
+                "project_key": store.layout.key,
+                "cards": len(scan.cards),
+                "invalid_cards": len(scan.problems),
+                "objects": usage.objects,
+                "bytes": usage.bytes,
+                "index_states": _views.index_states(scan.cards),
+            }
+        )
+    limits = config.effective_limits
+    return {
+        "integrity": str(config.integrity),
+        "honcho": _honcho_view(config, environ),
+        "limits": {
+            "artifact_bytes": limits.artifact_bytes,
+            "project_bytes": limits.project_bytes,
+            "cards_per_project": limits.cards_per_project,
+        },
+        "projects": projects,
+    }
+
+
+def _honcho_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]:
+    honcho = config.honcho
+    view: dict[str, object] = {"enabled": honcho.enabled}
+    if not honcho.enabled:
+        return view
+    stats = Outbox(config.state_root).stats()
+    oldest = stats.oldest_admitted_at
+    age = None if oldest is None else round((datetime.now(UTC) - oldest).total_seconds(), 3)
+    worker = read_status(config.state_root) or {}
+    view.update(
+        {
+            "api_key_present": bool(environ.get(honcho.api_key_env)),
+            "outbox": {
+                "pending": stats.pending,
+                "oldest_age_s": age,
+                "dead_letter": stats.dead_letter,
+                "invalid": stats.invalid,
+                "temp_leftovers": stats.temp_leftovers,
+            },
+            "circuit": worker.get("circuit", "closed"),
+            "last_error": worker.get("last_error"),
+            "worker_generation": worker.get("generation", 0),
+        }
+    )
+    return view
+
+
+def status_lines(view: dict[str, object]) -> list[str]:
+    """Status for a person."""
+    honcho = view["honcho"]
+    projects = view["projects"]
+    assert isinstance(honcho, dict) and isinstance(projects, list)
+    lines = [f"integrity {view['integrity']}"]
+    if honcho["enabled"]:
+        outbox = honcho["outbox"]
+        assert isinstance(outbox, dict)
+        lines.append(
+            f"honcho on: outbox {outbox['pending']} pending (oldest {outbox['oldest_age_s']} s), "
+            f"{outbox['dead_letter']} dead-lettered; circuit {honcho['circuit']}, "
+            f"last error {honcho['last_error'] or 'none'}"
+        )
+        if not honcho["api_key_present"]:
+            lines.append("  warning: the Honcho API key variable is unset")
+    else:
+        lines.append("honcho off")
+    for project in projects:
+        lines.append(
+            f"  {project['project_key']}: {project['cards']} cards, {project['objects']} "
+            f"objects, {_views.human_size(project['bytes'])}, states {project['index_states']}"
+        )
+    return lines

@@ -1,0 +1,779 @@
+"""The Honcho contract, driven through the real honcho-ai SDK.
+
+Contract tests run against three backends: ``fake`` (FakeHoncho behind httpx.MockTransport),
+``fake-http`` (FakeHoncho served over real HTTP on 127.0.0.1) and ``live`` (a real Honcho server,
+opt-in: ``-m live`` with HONCHO_BASE_URL and, for the auth tests, HONCHO_API_KEY set). Each live
+test uses its own fresh workspace. Fault-injection and inspection tests are fake-only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import honcho
+import httpx
+import pytest
+from honcho.api_types import SessionPeerConfig
+
+from indexer.testing import MAX_MESSAGE_CHARS, FakeHoncho
+
+API_KEY = "test-key"
+MOCK_URL = "http://honcho.test"
+CARDS_CONFIG = {"reasoning": {"enabled": False}, "summary": {"enabled": False}}
+
+
+@dataclass
+class Backend:
+    """One Honcho endpoint, and a factory for SDK clients talking to it."""
+
+    name: str
+    base_url: str
+    api_key: str | None
+    workspace: str
+    fake: FakeHoncho | None
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    def sdk(self, *, api_key: str | None = None, timeout: float = 10.0) -> honcho.Honcho:
+        """Build the SDK the way the adapter does: max_retries=0 and an explicit key."""
+        if self.name == "fake":
+            assert self.fake is not None
+            http_client = self.fake.client(MOCK_URL)
+        else:
+            http_client = httpx.Client(base_url=self.base_url)
+        self.clients.append(http_client)
+        return honcho.Honcho(
+            api_key=api_key if api_key is not None else self.api_key,
+            base_url=self.base_url,
+            workspace_id=self.workspace,
+            max_retries=0,
+            timeout=timeout,
+            http_client=http_client,
+        )
+
+    def raw(self) -> httpx.Client:
+        """A plain httpx client for requests the SDK cannot make."""
+        if self.name == "fake":
+            assert self.fake is not None
+            client = self.fake.client(MOCK_URL)
+        else:
+            client = httpx.Client(base_url=self.base_url, timeout=10.0)
+        self.clients.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+
+
+@contextlib.contextmanager
+def _fake_backend(name: str, fake: FakeHoncho | None = None) -> Iterator[Backend]:
+    fake = fake or FakeHoncho(api_key=API_KEY)
+    if name == "fake":
+        backend = Backend(name, MOCK_URL, API_KEY, "ws", fake)
+        try:
+            yield backend
+        finally:
+            backend.close()
+        return
+    with fake.serve() as base_url:
+        backend = Backend(name, base_url, API_KEY, "ws", fake)
+        try:
+            yield backend
+        finally:
+            backend.close()
+
+
+@pytest.fixture(params=["fake", "fake-http", pytest.param("live", marks=pytest.mark.live)])
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    if request.param != "live":
+        with _fake_backend(request.param) as found:
+            yield found
+        return
+    base_url = os.environ.get("HONCHO_BASE_URL")
+    if not base_url:
+        pytest.skip("set HONCHO_BASE_URL (and HONCHO_API_KEY) to run the live contract")
+    workspace = f"artmem-contract-{uuid.uuid4().hex[:12]}"
+    live = Backend("live", base_url, os.environ.get("HONCHO_API_KEY"), workspace, None)
+    try:
+        yield live
+    finally:
+        with contextlib.suppress(honcho.HonchoError):
+            live.sdk().delete_workspace(workspace)
+        live.close()
+
+
+@pytest.fixture(params=["fake", "fake-http"])
+def faked(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    with _fake_backend(request.param) as found:
+        yield found
+
+
+@pytest.fixture
+def mock() -> Iterator[Backend]:
+    with _fake_backend("fake") as found:
+        yield found
+
+
+def _fake(backend: Backend) -> FakeHoncho:
+    assert backend.fake is not None
+    return backend.fake
+
+
+def _stored(backend: Backend, session: str) -> list[str]:
+    return [m.content for m in _fake(backend).messages(backend.workspace, session)]
+
+
+# ============================================================================================
+# The contract (fake, fake over HTTP, live)
+# ============================================================================================
+
+
+def test_health(backend):
+    response = backend.raw().get("/health")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+
+
+def test_get_or_create_is_idempotent(backend):
+    sdk = backend.sdk()
+    first_peer = sdk.peer("alice")
+    second_peer = sdk.peer("alice")
+    first_session = sdk.session("s-idem")
+    second_session = sdk.session("s-idem")
+    assert first_peer.created_at == second_peer.created_at
+    assert first_session.created_at == second_session.created_at
+    assert first_session.is_active is True
+    if backend.fake:
+        assert list(backend.fake.peers("ws")) == ["alice"]
+        assert list(backend.fake.sessions("ws")) == ["s-idem"]
+        statuses = [(r.kind, r.outcome) for r in backend.fake.requests]
+        assert statuses == [
+            ("workspace_create", 201),
+            ("peer_create", 201),
+            ("peer_create", 200),
+            ("session_create", 201),
+            ("session_create", 200),
+        ]
+
+
+def test_peer_configuration_observe_me(backend):
+    sdk = backend.sdk()
+    peer = sdk.peer("artmem-assistant", configuration={"observe_me": False})
+    assert peer.configuration.observe_me is False
+    assert sdk.peer("artmem-assistant").get_configuration().observe_me is False
+
+
+def test_session_configuration_disables_reasoning_and_summary(backend):
+    sdk = backend.sdk()
+    session = sdk.session("cards-p1", configuration=CARDS_CONFIG)
+    assert session.configuration.reasoning.enabled is False
+    assert session.configuration.summary.enabled is False
+    fetched = sdk.session("cards-p1").get_configuration()
+    assert fetched.reasoning.enabled is False
+    assert fetched.summary.enabled is False
+
+
+def test_session_peers_and_their_configuration(backend):
+    sdk = backend.sdk()
+    assistant = sdk.peer("artmem-assistant", configuration={"observe_me": False})
+    session = sdk.session(
+        "cards-p2",
+        configuration=CARDS_CONFIG,
+        peers=[(assistant, SessionPeerConfig(observe_me=False, observe_others=False))],
+    )
+    assert session.get_peer_configuration(assistant).observe_me is False
+    session.set_peer_configuration("artmem-assistant", SessionPeerConfig(observe_me=True))
+    assert session.get_peer_configuration("artmem-assistant").observe_me is True
+    session.add_peers(["alice"])
+    assert {p.id for p in session.peers()} == {"artmem-assistant", "alice"}
+
+
+def test_add_messages_round_trip(backend):
+    sdk = backend.sdk()
+    alice = sdk.peer("alice")
+    session = sdk.session("s-round")
+    metadata = {
+        "source": "artmem",
+        "kind": "experiment-card",
+        "delivery_id": "d" * 64,
+        "nested": {"list": [1, "two", {"three": 3}], "flag": True, "none": None},
+    }
+    created = session.add_messages([alice.message("Cohort response table", metadata=metadata)])
+    assert len(created) == 1
+    message = created[0]
+    assert len(message.id) == 21
+    assert message.content == "Cohort response table"
+    assert message.peer_id == "alice"
+    assert message.session_id == "s-round"
+    assert message.workspace_id == backend.workspace
+    assert message.metadata == metadata
+    assert isinstance(message.token_count, int)
+    assert message.created_at.tzinfo is not None
+    listed = session.messages()
+    assert [m.id for m in listed] == [message.id]
+    if backend.fake:
+        assert _stored(backend, "s-round") == ["Cohort response table"]
+        assert backend.fake.requests[-2].outcome == 201
+
+
+def test_message_creation_creates_session_and_peer(backend):
+    sdk = backend.sdk()
+    session = honcho.Session("s-implicit", sdk)  # no request: the message creates it
+    session.add_messages([honcho.MessageCreateParams(peer_id="bob", content="hello")])
+    assert [m.peer_id for m in session.messages()] == ["bob"]
+    assert {p.id for p in session.peers()} == {"bob"}
+
+
+def test_a_client_created_at_is_kept_and_filterable(backend):
+    sdk = backend.sdk()
+    alice = sdk.peer("alice")
+    session = sdk.session("s-time")
+    old = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+    [dated] = session.add_messages([alice.message("old", created_at=old)])
+    session.add_messages([alice.message("new")])
+    assert dated.created_at == old
+    before = session.messages(filters={"created_at": {"lt": "2025-01-01T00:00:00+00:00"}})
+    assert [m.content for m in before] == ["old"]
+
+
+def test_nul_characters_are_stripped(backend):
+    sdk = backend.sdk()
+    session = sdk.session("s-nul")
+    [message] = session.add_messages([sdk.peer("alice").message("a\x00b")])
+    assert message.content == "ab"
+
+
+def test_one_to_one_hundred_messages_per_request(backend):
+    sdk = backend.sdk()
+    alice = sdk.peer("alice")
+    session = sdk.session("s-count")
+    with pytest.raises(honcho.UnprocessableEntityError) as info:
+        session.add_messages([alice.message(f"m{i}") for i in range(101)])
+    assert info.value.status == 422
+    with pytest.raises(honcho.UnprocessableEntityError):
+        session.add_messages([])
+    assert session.messages().total == 0
+    assert len(session.add_messages([alice.message(f"m{i}") for i in range(100)])) == 100
+
+
+def test_content_is_at_most_25000_characters(backend):
+    sdk = backend.sdk()
+    alice = sdk.peer("alice")
+    session = sdk.session("s-size")
+    with pytest.raises(honcho.UnprocessableEntityError):
+        session.add_messages([alice.message("x" * (MAX_MESSAGE_CHARS + 1))])
+    [message] = session.add_messages([alice.message("x" * MAX_MESSAGE_CHARS)])
+    assert len(message.content) == MAX_MESSAGE_CHARS
+
+
+def test_metadata_has_at_most_100_keys(backend):
+    sdk = backend.sdk()
+    alice = sdk.peer("alice")
+    session = sdk.session("s-meta")
+    too_many = {f"k{i}": i for i in range(101)}
+    with pytest.raises(honcho.UnprocessableEntityError):
+        session.add_messages([alice.message("x", metadata=too_many)])
+    just_enough = {f"k{i}": i for i in range(100)}
+    assert session.add_messages([alice.message("x", metadata=just_enough)])[0].metadata == (
+        just_enough
+    )
+
+
+@pytest.mark.parametrize("bad_id", ["has.dot", "has space", "scope.x", "x" * 513])
+def test_invalid_ids_in_bodies_are_rejected(backend, bad_id):
+    sdk = backend.sdk()
+    with pytest.raises(honcho.UnprocessableEntityError):
+        sdk.session(bad_id)
+    session = sdk.session("s-ids")
+    with pytest.raises(honcho.UnprocessableEntityError):
+        session.add_messages([honcho.MessageCreateParams(peer_id=bad_id, content="x")])
+
+
+def test_list_paginates_a_metadata_containment_filter(backend):
+    sdk = backend.sdk()
+    alice = sdk.peer("alice")
+    session = sdk.session("s-page")
+    session.add_messages(
+        [
+            alice.message(f"m{i}", metadata={"delivery_id": "d1" if i % 3 else "d2", "i": i})
+            for i in range(8)
+        ]
+    )
+    page = session.messages(filters={"metadata": {"delivery_id": "d1"}}, size=2)
+    assert (page.total, page.pages, page.page, page.size) == (5, 3, 1, 2)
+    assert [m.content for m in page.items] == ["m1", "m2"]
+    assert page.has_next_page()
+    assert [m.content for m in page] == ["m1", "m2", "m4", "m5", "m7"]  # follows every page
+    newest_first = session.messages(filters={"metadata": {"delivery_id": "d1"}}, reverse=True)
+    assert [m.content for m in newest_first] == ["m7", "m5", "m4", "m2", "m1"]
+    assert session.messages(filters={"metadata": {"delivery_id": "nope"}}).total == 0
+    third = session.messages(filters={"metadata": {"delivery_id": "d1"}}, page=3, size=2)
+    assert [m.content for m in third.items] == ["m7"]
+    assert not third.has_next_page()
+
+
+def test_containment_of_nested_objects_and_lists(backend):
+    sdk = backend.sdk()
+    alice = sdk.peer("alice")
+    session = sdk.session("s-contain")
+    session.add_messages(
+        [
+            alice.message("a", metadata={"tags": ["x", "y"], "card": {"project": "p", "rev": 2}}),
+            alice.message("b", metadata={"tags": ["y"], "card": {"project": "q", "rev": 2}}),
+        ]
+    )
+
+    def contents(filters):
+        return [m.content for m in session.messages(filters=filters)]
+
+    assert contents({"metadata": {"tags": ["x"]}}) == ["a"]
+    assert contents({"metadata": {"tags": ["y"]}}) == ["a", "b"]
+    assert contents({"metadata": {"card": {"project": "q"}}}) == ["b"]
+    assert contents({"metadata": {"card": {"rev": 2}, "tags": ["x", "y"]}}) == ["a"]
+    assert contents({"metadata": {"card": {"project": "p", "rev": 3}}}) == []
+
+
+def test_filter_operators_and_combinators(backend):
+    sdk = backend.sdk()
+    alice, bob = sdk.peer("alice"), sdk.peer("bob")
+    session = sdk.session("s-ops")
+    session.add_messages(
+        [
+            alice.message("a1", metadata={"n": 1, "kind": "card"}),
+            bob.message("b2", metadata={"n": 2, "kind": "chat"}),
+            alice.message("a3", metadata={"n": 3}),
+        ]
+    )
+
+    def contents(filters):
+        return [m.content for m in session.messages(filters=filters)]
+
+    assert contents({"peer_id": "bob"}) == ["b2"]
+    assert contents({"peer_id": {"in": ["alice", "carol"]}}) == ["a1", "a3"]
+    assert contents({"peer_id": {"ne": "alice"}}) == ["b2"]
+    assert contents({"metadata": {"n": {"gte": 2}}}) == ["b2", "a3"]
+    assert contents({"AND": [{"peer_id": "alice"}, {"metadata": {"n": {"lt": 3}}}]}) == ["a1"]
+    assert contents({"OR": [{"peer_id": "bob"}, {"metadata": {"n": 3}}]}) == ["b2", "a3"]
+    # NOT keeps rows where the field is missing.
+    assert contents({"NOT": [{"metadata": {"kind": "card"}}]}) == ["b2", "a3"]
+    assert contents({"session_id": "s-ops", "metadata": {"kind": "card"}}) == ["a1"]
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [{"nonsense": 1}, {"peer_id": {"between": [1, 2]}}, {"AND": [{"bogus_field": "x"}]}],
+)
+def test_unknown_filter_keys_are_rejected(backend, filters):
+    session = backend.sdk().session("s-badfilter")
+    with pytest.raises(honcho.UnprocessableEntityError):
+        session.messages(filters=filters)
+
+
+def test_session_search(backend):
+    sdk = backend.sdk()
+    alice = sdk.peer("alice")
+    session = sdk.session("s-search")
+    session.add_messages(
+        [
+            alice.message("Treatment response by cohort", metadata={"project_id": "p1"}),
+            alice.message("Cohort sizes per site", metadata={"project_id": "p2"}),
+            alice.message("Unrelated note about lunch", metadata={"project_id": "p1"}),
+        ]
+    )
+    hits = session.search("cohort")
+    assert {"Treatment response by cohort", "Cohort sizes per site"} <= {m.content for m in hits}
+    assert all(isinstance(m, honcho.Message) for m in hits)
+    filtered = session.search("cohort", filters={"metadata": {"project_id": "p1"}})
+    assert [m.content for m in filtered] == ["Treatment response by cohort"]
+    assert len(session.search("cohort", limit=1)) == 1
+    if backend.fake:
+        assert session.search("zebra") == []
+        assert [m.content for m in session.search("SIZES PER")] == ["Cohort sizes per site"]
+
+
+def test_workspace_search(backend):
+    sdk = backend.sdk()
+    alice = sdk.peer("alice")
+    sdk.session("s-ws1").add_messages([alice.message("cohort alpha", metadata={"k": "1"})])
+    sdk.session("s-ws2").add_messages([alice.message("cohort beta", metadata={"k": "2"})])
+    assert {"cohort alpha", "cohort beta"} <= {m.content for m in sdk.search("cohort")}
+    only = sdk.search("cohort", filters={"session_id": "s-ws2"})
+    assert [m.content for m in only] == ["cohort beta"]
+
+
+def test_a_repeated_create_duplicates(backend):
+    """No idempotency key exists: the duplicate defence must live in the client."""
+    sdk = backend.sdk()
+    session = sdk.session("s-dup")
+    message = sdk.peer("alice").message("same", metadata={"delivery_id": "d-1"})
+    first = session.add_messages([message])
+    second = session.add_messages([message])
+    assert first[0].id != second[0].id
+    assert session.messages(filters={"metadata": {"delivery_id": "d-1"}}).total == 2
+
+
+def test_a_bad_key_is_401(backend):
+    if backend.api_key is None:
+        pytest.skip("the server runs without auth")
+    sdk = backend.sdk(api_key="wrong-key")
+    with pytest.raises(honcho.AuthenticationError) as info:
+        sdk.peer("alice")
+    assert info.value.status == 401
+
+
+# ============================================================================================
+# Fake-only: validation the server does not do, and inspection
+# ============================================================================================
+
+
+def test_metadata_nesting_is_at_most_five_levels(faked):
+    sdk = faked.sdk()
+    session = sdk.session("s-depth")
+    five = {"a": {"b": {"c": {"d": [1]}}}}
+    six = {"a": {"b": {"c": {"d": {"e": [1]}}}}}
+    assert session.add_messages([sdk.peer("alice").message("x", metadata=five)])
+    with pytest.raises(honcho.UnprocessableEntityError):
+        session.add_messages([sdk.peer("alice").message("x", metadata=six)])
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v3/workspaces/ws/sessions/bad.id/messages/list",
+        "/v3/workspaces/bad%20ws/sessions/s/messages/list",
+        "/v3/workspaces/ws/sessions/s/search",
+    ],
+)
+def test_path_ids_are_validated_and_bodies_checked(faked, path):
+    response = faked.raw().post(
+        path, json={"unexpected": 1}, headers={"Authorization": f"Bearer {API_KEY}"}
+    )
+    assert response.status_code == 422
+    assert isinstance(response.json()["detail"], list)
+
+
+def test_a_422_echoes_what_was_sent(faked):
+    """The SDK puts FastAPI's error list, inputs included, into the exception's message."""
+    sdk = faked.sdk()
+    secret = "confidential cohort text " * 1001
+    with pytest.raises(honcho.UnprocessableEntityError) as info:
+        sdk.session("s").add_messages([sdk.peer("alice").message(secret)])
+    assert secret in str(info.value)
+    assert secret in str(info.value.body)
+
+
+def test_every_route_but_health_needs_the_key(faked):
+    client = faked.raw()
+    routes = [
+        ("POST", "/v3/workspaces", {"id": "ws"}),
+        ("POST", "/v3/workspaces/ws/peers", {"id": "p"}),
+        ("POST", "/v3/workspaces/ws/sessions", {"id": "s"}),
+        ("GET", "/v3/workspaces/ws/sessions/s/peers", None),
+        ("GET", "/v3/workspaces/ws/sessions/s/peers/p/config", None),
+        ("PUT", "/v3/workspaces/ws/sessions/s/peers/p/config", {"observe_me": False}),
+        ("POST", "/v3/workspaces/ws/sessions/s/messages", {"messages": []}),
+        ("POST", "/v3/workspaces/ws/sessions/s/messages/list", None),
+        ("POST", "/v3/workspaces/ws/sessions/s/search", {"query": "x"}),
+        ("POST", "/v3/workspaces/ws/search", {"query": "x"}),
+    ]
+    for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": API_KEY}):
+        for method, path, body in routes:
+            response = client.request(method, path, json=body, headers=headers)
+            assert response.status_code == 401, (method, path, headers)
+    assert client.get("/health").status_code == 200
+    assert _fake(faked).workspaces() == []
+
+
+def test_unknown_routes_are_404_and_config_put_is_204(faked):
+    sdk = faked.sdk()
+    sdk.session("s", peers=["alice"])
+    client = faked.raw()
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    assert client.get("/v3/workspaces/ws/peers/alice/context", headers=auth).status_code == 404
+    put = client.put(
+        "/v3/workspaces/ws/sessions/s/peers/alice/config", json={"observe_me": False}, headers=auth
+    )
+    assert (put.status_code, put.content) == (204, b"")
+    missing = client.get("/v3/workspaces/ws/sessions/s/peers/carol/config", headers=auth)
+    assert missing.status_code == 404
+
+
+def test_message_ids_are_seeded_nanoids_and_time_comes_from_the_clock():
+    now = datetime(2030, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+    def ids(seed):
+        with _fake_backend("fake", FakeHoncho(seed=seed, clock=lambda: now)) as backend:
+            sdk = backend.sdk()
+            created = sdk.session("s").add_messages(
+                [sdk.peer("a").message(str(i)) for i in range(3)]
+            )
+            assert {m.created_at for m in created} == {now}
+            return [m.id for m in created]
+
+    first = ids(7)
+    assert first == ids(7)
+    assert first != ids(8)
+    assert all(
+        len(i) == 21
+        and set(i) <= set("_-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        for i in first
+    )
+
+
+def test_the_request_log_keeps_every_body_but_not_the_key(faked):
+    sdk = faked.sdk()
+    session = sdk.session("s-log", configuration=CARDS_CONFIG)
+    session.add_messages([sdk.peer("alice").message("hi", metadata={"delivery_id": "d"})])
+    session.messages(filters={"metadata": {"delivery_id": "d"}}, size=10)
+    log = _fake(faked).requests
+    assert [r.kind for r in log] == [
+        "workspace_create",
+        "session_create",
+        "peer_create",
+        "message_create",
+        "message_list",
+    ]
+    assert log[1].body == {"id": "s-log", "configuration": CARDS_CONFIG}
+    assert log[3].body == {
+        "messages": [{"content": "hi", "peer_id": "alice", "metadata": {"delivery_id": "d"}}]
+    }
+    assert log[4].query == {"page": "1", "size": "10"}
+    assert log[4].body == {"filters": {"metadata": {"delivery_id": "d"}}}
+    assert all(API_KEY.encode() not in r.raw_body for r in log)
+    assert all(r.applied and r.fault is None for r in log)
+
+
+def test_inspection_snapshots(faked):
+    sdk = faked.sdk()
+    sdk.session(
+        "s", configuration=CARDS_CONFIG, peers=[("bot", SessionPeerConfig(observe_me=False))]
+    )
+    sdk.peer("bot", configuration={"observe_me": False}, metadata={"role": "assistant"})
+    fake = _fake(faked)
+    [session] = fake.sessions("ws").values()
+    assert session.configuration == CARDS_CONFIG
+    assert session.peers == {"bot": {"observe_me": False, "observe_others": None}}
+    assert fake.peers("ws")["bot"].configuration == {"observe_me": False}
+    assert fake.peers("ws")["bot"].metadata == {"role": "assistant"}
+    assert fake.messages("ws", "s") == [] and fake.messages("nope") == []
+
+
+def test_threads_share_one_fake(faked):
+    errors: list[BaseException] = []
+
+    def worker(n):
+        try:
+            sdk = faked.sdk()
+            session = sdk.session(f"s{n % 2}")
+            for i in range(5):
+                session.add_messages([sdk.peer(f"p{n}").message(f"{n}-{i}")])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    stored = _fake(faked).messages("ws")
+    assert len(stored) == 30 and len({m.id for m in stored}) == 30
+    for n in range(6):  # per-writer order is kept
+        mine = [m.content for m in stored if m.peer_id == f"p{n}"]
+        assert mine == [f"{n}-{i}" for i in range(5)]
+
+
+# ============================================================================================
+# Fake-only: fault injection, through the MockTransport and over HTTP
+# ============================================================================================
+
+
+def _ready(backend: Backend, timeout: float = 10.0) -> tuple[honcho.Honcho, honcho.Session]:
+    """An SDK whose workspace is ensured and a session to write to."""
+    sdk = backend.sdk(timeout=timeout)
+    return sdk, sdk.session("s-fault")
+
+
+def _write(sdk: honcho.Honcho, session: honcho.Session, text: str) -> list[honcho.Message]:
+    return session.add_messages([honcho.MessageCreateParams(peer_id="alice", content=text)])
+
+
+def test_fail_next_answers_a_status_and_applies_nothing(faked):
+    sdk, session = _ready(faked)
+    fake = _fake(faked)
+    fake.fail_next(2, status=503, kind="message_create")
+    for _ in range(2):
+        with pytest.raises(honcho.ServerError) as info:
+            _write(sdk, session, "x")
+        assert info.value.status == 503
+    assert fake.pending_faults == 0
+    assert _stored(faked, "s-fault") == []
+    _write(sdk, session, "x")
+    assert _stored(faked, "s-fault") == ["x"]
+    assert [(r.outcome, r.fault, r.applied) for r in fake.requests[-3:]] == [
+        (503, "fail", False),
+        (503, "fail", False),
+        (201, None, True),
+    ]
+
+
+def test_fail_next_429_carries_retry_after(faked):
+    sdk, session = _ready(faked)
+    _fake(faked).fail_next(status=429, retry_after=7, kind="message_create")
+    with pytest.raises(honcho.RateLimitError) as info:
+        _write(sdk, session, "x")
+    assert info.value.retry_after == 7.0
+
+
+def test_faults_target_a_route_kind(faked):
+    sdk, session = _ready(faked)
+    fake = _fake(faked)
+    fake.fail_next(kind="message_list")
+    _write(sdk, session, "x")  # not a list: untouched
+    assert fake.pending_faults == 1
+    with pytest.raises(honcho.ServerError):
+        session.messages()
+    assert fake.pending_faults == 0
+
+
+def test_an_untargeted_fault_hits_the_sdks_first_request(faked):
+    """The SDK POSTs /v3/workspaces once per client before anything else."""
+    fake = _fake(faked)
+    fake.fail_next()
+    sdk = faked.sdk()
+    with pytest.raises(honcho.ServerError):
+        sdk.peer("alice")
+    assert fake.requests[0].kind == "workspace_create"
+    sdk.peer("alice")  # the SDK ensures the workspace again, since it failed
+    assert [r.kind for r in fake.requests] == [
+        "workspace_create",
+        "workspace_create",
+        "peer_create",
+    ]
+
+
+def test_timeout_next_raises_timeout_and_applies_nothing(faked):
+    sdk, session = _ready(faked, timeout=0.2)
+    fake = _fake(faked)
+    fake.timeout_next(kind="message_create")
+    with pytest.raises(honcho.TimeoutError):
+        _write(sdk, session, "x")
+    assert _stored(faked, "s-fault") == []
+    assert fake.requests[-1].outcome == "timeout"
+    _write(sdk, session, "y")
+    assert _stored(faked, "s-fault") == ["y"]
+
+
+@pytest.mark.parametrize(
+    ("status", "raised"),
+    [
+        (500, honcho.ServerError),
+        (502, honcho.ServerError),
+        ("disconnect", honcho.ConnectionError),
+        ("timeout", honcho.TimeoutError),
+    ],
+)
+def test_commit_then_fail_stores_the_message(faked, status, raised):
+    sdk, session = _ready(faked, timeout=0.2)
+    fake = _fake(faked)
+    fake.commit_then_fail_next(status=status, kind="message_create")
+    with pytest.raises(raised):
+        session.add_messages([sdk.peer("alice").message("card", metadata={"delivery_id": "d-42"})])
+    assert _stored(faked, "s-fault") == ["card"]
+    assert fake.requests[-1].applied and fake.requests[-1].fault == "commit_then_fail"
+    # The duplicate defence: look before re-sending.
+    found = session.messages(filters={"metadata": {"delivery_id": "d-42"}})
+    assert [m.content for m in found] == ["card"]
+
+
+def test_down_refuses_connections_until_it_comes_back(faked):
+    sdk, session = _ready(faked)
+    fake = _fake(faked)
+    _write(sdk, session, "before")
+    fake.down = True
+    with pytest.raises(honcho.ConnectionError):
+        _write(sdk, session, "during")
+    with pytest.raises(honcho.ConnectionError):
+        faked.sdk().peer("alice")
+    fake.down = False
+    _write(sdk, session, "after")
+    assert _stored(faked, "s-fault") == ["before", "after"]
+
+
+def test_down_in_mock_mode_is_a_connect_error(mock):
+    fake = _fake(mock)
+    fake.down = True
+    with pytest.raises(httpx.ConnectError):
+        mock.raw().get("/health")
+    assert fake.requests[-1].outcome == "refused"
+
+
+def test_commit_then_disconnect_over_mock_transport_is_a_protocol_error(mock):
+    fake = _fake(mock)
+    fake.commit_then_fail_next(status="disconnect")
+    with pytest.raises(httpx.RemoteProtocolError):
+        mock.raw().post(
+            "/v3/workspaces", json={"id": "ws"}, headers={"Authorization": "Bearer test-key"}
+        )
+    assert fake.workspaces() == ["ws"]
+
+
+def test_negative_fault_count_is_an_error():
+    with pytest.raises(ValueError, match="negative"):
+        FakeHoncho().fail_next(-1)
+
+
+# ============================================================================================
+# Server mode specifics
+# ============================================================================================
+
+
+def test_serve_stops_cleanly():
+    fake = FakeHoncho()
+    with fake.serve() as base_url:
+        assert httpx.get(f"{base_url}/health").json() == {"status": "ok"}
+        with pytest.raises(RuntimeError, match="already serving"):
+            with fake.serve():
+                pass  # pragma: no cover
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{base_url}/health")
+    with fake.serve() as again:  # a fake can serve again after stopping
+        assert httpx.get(f"{again}/health").status_code == 200
+
+
+def test_serving_while_down_refuses_from_the_start():
+    fake = FakeHoncho()
+    fake.down = True
+    with fake.serve() as base_url:
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{base_url}/health")
+        fake.down = False
+        assert httpx.get(f"{base_url}/health").status_code == 200
+
+
+def test_a_subprocess_can_use_the_served_fake():
+    fake = FakeHoncho()
+    code = textwrap.dedent(
+        """
+        import sys
+        import honcho
+
+        sdk = honcho.Honcho(api_key="test-key", base_url=sys.argv[1], workspace_id="ws",
+                            max_retries=0, timeout=10)
+        session = sdk.session("from-child")
+        session.add_messages([sdk.peer("child").message("hello from a subprocess")])
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HONCHO_")}
+    with fake.serve() as base_url:
+        subprocess.run([sys.executable, "-c", code, base_url], check=True, timeout=120, env=env)
+    assert [m.content for m in fake.messages("ws", "from-child")] == ["hello from a subprocess"]

@@ -1,0 +1,175 @@
+"""Card index states: queued after admission, indexed on confirmed acceptance, reconciliation."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from conftest import make_metadata
+from honcho_helpers import KEY, settings
+from outbox_helpers import T0
+
+from cards import IndexState, OutboxError
+from indexer import (
+    CardIndexer,
+    CircuitBreaker,
+    DeliveryWorker,
+    HonchoMemoryService,
+    Outbox,
+    Ownership,
+    RetryPolicy,
+)
+
+HOSTILE_PATH = "/home/alice/secret/result.parquet"
+
+
+@pytest.fixture
+def setup(ws, fake, tmp_path):
+    store = ws.store(initial_index_state=IndexState.PENDING)
+    outbox = Outbox(str(tmp_path / "state"))
+    indexer = CardIndexer(
+        outbox=outbox, stores={store.project_id: store}, assistant_peer_id="artmem-assistant"
+    )
+    return store, outbox, indexer
+
+
+def _worker(outbox, indexer, fake, now):
+    ownership = Ownership(outbox.state_root)
+    assert ownership.acquire()
+    return DeliveryWorker(
+        outbox=outbox,
+        service=HonchoMemoryService(settings(), KEY, fake.transport()),
+        ownership=ownership,
+        policy=RetryPolicy(base_s=1, max_s=4),
+        breaker=CircuitBreaker(),
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + timedelta(seconds=s)),
+        rand=lambda: 0.5,
+        on_ack=indexer.on_ack,
+        on_dead=indexer.on_dead,
+    )
+
+
+def _record(ws, store, name, data, **meta):
+    ws.export(name, data)
+    return ws.record(store, name, **meta)
+
+
+def test_record_admits_then_delivery_indexes(ws, fake, setup):
+    store, outbox, indexer = setup
+    card = _record(ws, store, "a.bin", b"rows", summary=f"Result at {HOSTILE_PATH}").card
+    assert card.index.state is IndexState.PENDING
+    admission = indexer.admit(card, maybe_sent=False)
+    assert admission.queued and admission.state is IndexState.QUEUED
+    assert store.load_card(card.experiment_id).index.state is IndexState.QUEUED
+    worker = _worker(outbox, indexer, fake, [T0])
+    assert worker.run_once().delivered == 1
+    assert store.load_card(card.experiment_id).index.state is IndexState.INDEXED
+    (message,) = fake.messages("ws")
+    assert message.metadata["experiment_id"] == card.experiment_id
+    assert message.metadata["kind"] == "experiment-card"
+    sent = b"".join(r.raw_body for r in fake.requests)
+    assert HOSTILE_PATH.encode() not in sent and b"rows" not in sent
+    assert str(ws.root).encode() not in sent
+
+
+def test_admission_failure_leaves_the_card_pending(ws, setup, monkeypatch):
+    store, outbox, indexer = setup
+    card = _record(ws, store, "a.bin", b"x").card
+
+    def broken(entry):
+        raise OutboxError("disk full")
+
+    monkeypatch.setattr(outbox, "admit", broken)
+    admission = indexer.admit(card, maybe_sent=False)
+    assert not admission.queued and admission.state is IndexState.PENDING
+    assert store.load_card(card.experiment_id).index.state is IndexState.PENDING
+
+
+def test_empty_summary_after_redaction_skips_remote_indexing(ws, setup):
+    store, outbox, indexer = setup
+    card = _record(ws, store, "a.bin", b"x", summary="alice@example.com").card
+    admission = indexer.admit(card, maybe_sent=False)
+    assert not admission.queued and admission.state is IndexState.FAILED
+    stored = store.load_card(card.experiment_id)
+    assert stored.index.last_error == admission.reason
+    assert outbox.pending() == []
+
+
+def test_an_indexed_card_is_not_queued_again(ws, fake, setup):
+    store, outbox, indexer = setup
+    card = _record(ws, store, "a.bin", b"x").card
+    indexer.admit(card, maybe_sent=False)
+    _worker(outbox, indexer, fake, [T0]).run_once()
+    again = _record(ws, store, "a.bin", b"x").card  # idempotent re-record
+    assert not indexer.admit(again).queued
+    assert outbox.pending() == [] and len(fake.messages("ws")) == 1
+
+
+def test_a_changed_card_is_a_new_revision_and_an_old_ack_does_not_index_it(ws, fake, setup):
+    store, outbox, indexer = setup
+    first = _record(ws, store, "a.bin", b"x").card
+    indexer.admit(first, maybe_sent=False)
+    second = _record(ws, store, "a.bin", b"x", title="Better title").card
+    assert second.index.state is IndexState.PENDING
+    indexer.admit(second, maybe_sent=False)
+    assert len(outbox.pending()) == 2
+    worker = _worker(outbox, indexer, fake, [T0])
+    worker.run_once()
+    assert store.load_card(first.experiment_id).index.state is IndexState.INDEXED
+    titles = [m.content for m in fake.messages("ws")]
+    assert len(titles) == 2 and "Better title" in titles[1]
+
+
+def test_rejection_marks_the_card_failed_and_reconcile_leaves_it(ws, fake, setup):
+    store, outbox, indexer = setup
+    card = _record(ws, store, "a.bin", b"x").card
+    indexer.admit(card, maybe_sent=False)
+    fake.fail_next(1, status=422, kind="message_create")
+    _worker(outbox, indexer, fake, [T0]).run_once()
+    failed = store.load_card(card.experiment_id)
+    assert failed.index.state is IndexState.FAILED
+    assert failed.index.last_error == "indexer.remote_rejected" and failed.index.attempts == 1
+    report = indexer.reconcile(batch=10)
+    assert report.skipped == 1 and outbox.pending() == []
+
+
+def test_reconcile_requeues_lost_and_exhausted_deliveries_without_duplicates(ws, fake, setup):
+    store, outbox, indexer = setup
+    lost = _record(ws, store, "a.bin", b"a").card  # committed, never admitted (a crash)
+    exhausted = _record(ws, store, "b.bin", b"b").card
+    indexer.admit(exhausted, maybe_sent=False)
+    worker = _worker(outbox, indexer, fake, [T0])
+    worker.run_once()  # delivered: in Honcho
+    entry_id = json.loads(json.dumps(fake.messages("ws")[0].metadata))["delivery_id"]
+    # pretend the acknowledgement was lost and the delivery later exhausted its retries
+    store.set_index_status(
+        exhausted.experiment_id,
+        exhausted.index.model_copy(update={"state": IndexState.FAILED}),
+    )
+    from outbox_helpers import make_entry
+
+    dead = make_entry(1).changed(delivery_id=entry_id)
+    outbox.dead_letter(dead, "indexer.retries_exhausted")
+    report = indexer.reconcile(batch=10)
+    assert report.admitted == 2
+    assert all(e.maybe_sent for e in outbox.pending())
+    worker.drain(60)
+    for card in (lost, exhausted):
+        assert store.load_card(card.experiment_id).index.state is IndexState.INDEXED
+    assert sorted(m.metadata["experiment_id"] for m in fake.messages("ws")) == sorted(
+        [lost.experiment_id, exhausted.experiment_id]
+    )  # the exhausted one was already there: not uploaded twice
+
+
+def test_reconcile_is_bounded_per_batch(ws, setup):
+    store, outbox, indexer = setup
+    for n in range(5):
+        _record(ws, store, f"f{n}.bin", bytes([n]))
+    report = indexer.reconcile(batch=2)
+    assert report.examined == 2 and report.truncated and len(outbox.pending()) == 2
+
+
+def test_metadata_helper_is_valid():
+    assert make_metadata().title
