@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import honcho
 import httpx
+import pydantic
 from honcho.api_types import (
     PeerConfig,
     ReasoningConfiguration,
@@ -86,6 +87,8 @@ def honcho_errors() -> Iterator[None]:
         raise RemoteRejected(f"honcho rejected the request: {type(exc).__name__}") from exc
     except httpx.HTTPError as exc:  # anything the SDK let through from the transport
         raise RemoteUnavailable(f"honcho is unreachable: {type(exc).__name__}") from exc
+    except pydantic.ValidationError as exc:  # a 2xx answer of the wrong shape
+        raise RemoteUnavailable("honcho answered with an unexpected shape") from exc
 
 
 @dataclass
@@ -96,6 +99,7 @@ class HonchoMemoryService:
     api_key: str = field(repr=False)
     transport: httpx.BaseTransport | None = field(default=None, repr=False)
     _client: honcho.Honcho | None = field(default=None, init=False, repr=False)
+    _http: httpx.Client | None = field(default=None, init=False, repr=False)
     _sessions: dict[str, honcho.Session] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -171,9 +175,11 @@ class HonchoMemoryService:
     def close(self) -> None:
         """Release the HTTP connections."""
         with self._lock:
-            if self._client is not None:
-                self._client._http.close()  # the SDK offers no public close
-                self._client = None
+            if self._http is not None:
+                self._http.close()  # ours: the SDK never closes a client it was given
+            self._http = None
+            self._client = None
+            self._sessions.clear()
 
     # -- internals --------------------------------------------------------------------------
 
@@ -189,6 +195,7 @@ class HonchoMemoryService:
             timeout=self.settings.timeout_s,
             transport=self.transport,
         )
+        self._http = http_client
         client = honcho.Honcho(
             api_key=self.api_key,
             base_url=self.settings.base_url,
@@ -199,6 +206,7 @@ class HonchoMemoryService:
         )
         if not self.settings.create_workspace and not _workspace_exists(client):
             http_client.close()
+            self._http = None
             raise RemoteMisconfigured(
                 "the configured Honcho workspace does not exist and create_workspace is false"
             )
