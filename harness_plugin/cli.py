@@ -12,7 +12,7 @@ from typing import TextIO
 import orjson
 
 from cards import ArtifactError, InvalidInput, parse_metadata
-from cas import Provenance
+from cas import ProjectStore, Provenance
 from cas._catalog import Catalog
 from cas._fsck import fsck
 from harness_plugin import _views
@@ -84,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _start(args: argparse.Namespace) -> tuple[Runtime, ProjectStore]:
+    """Validate the whole configuration (a missing Honcho key fails here) and pick the store."""
+    runtime = Runtime(load_config(args.config))
+    return runtime, runtime.stores[runtime.config.project_for(os.getcwd(), args.project)]
+
+
 # -- record -------------------------------------------------------------------------------
 
 
@@ -101,8 +107,7 @@ def _record_args(p: argparse.ArgumentParser) -> None:
 
 
 def _record(args: argparse.Namespace) -> Outcome:
-    runtime = Runtime(load_config(args.config))
-    store = runtime.stores[runtime.config.project_for(os.getcwd(), args.project)]
+    runtime, store = _start(args)
     metadata = parse_metadata(
         {
             "title": args.title,
@@ -138,8 +143,7 @@ def _resolve_args(p: argparse.ArgumentParser) -> None:
 
 
 def _resolve(args: argparse.Namespace) -> Outcome:
-    config = load_config(args.config)
-    store = config.store(config.project_for(os.getcwd(), args.project))
+    _, store = _start(args)
     bar = progress_for(sys.stderr, "verifying", enabled=not args.json)
     try:
         resolved = store.resolve(args.experiment_id, args.current_source_version, bar)
@@ -159,8 +163,7 @@ def _search_args(p: argparse.ArgumentParser) -> None:
 
 
 def _search(args: argparse.Namespace) -> Outcome:
-    config = load_config(args.config)
-    store = config.store(config.project_for(os.getcwd(), args.project))
+    _, store = _start(args)
     bound = store.limits.search_results
     limit = bound if args.limit is None else args.limit
     if not 1 <= limit <= bound:
@@ -186,8 +189,7 @@ def _fsck_args(p: argparse.ArgumentParser) -> None:
 
 
 def _fsck(args: argparse.Namespace) -> Outcome:
-    config = load_config(args.config)
-    store = config.store(config.project_for(os.getcwd(), args.project))
+    _, store = _start(args)
     bar = progress_for(sys.stderr, "checking", enabled=not args.json)
     try:
         report = fsck(store, repair=args.repair, progress=bar)
