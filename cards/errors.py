@@ -8,7 +8,11 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     ├── ConfigError (ValueError)                 config.invalid
     ├── InvalidInput (ValueError)                input.invalid
     │   ├── InvalidId                            input.invalid_id
-    │   └── UnknownProject                       input.unknown_project
+    │   ├── UnknownProject                       input.unknown_project
+    │   ├── UnknownTool                          input.unknown_tool
+    │   └── InvalidRequest                       input.invalid_request
+    ├── NotImplementedOp (NotImplementedError)   worker.not_implemented
+    ├── ShuttingDown (RuntimeError, retryable)   worker.shutting_down
     ├── CardInvalid (ValueError)                 card.invalid
     │   └── UnsupportedVersion                   card.unsupported_version
     ├── PathRejected (PermissionError)           cas.path_rejected
@@ -47,6 +51,10 @@ class ErrorCode(enum.StrEnum):
     INPUT_INVALID = "input.invalid"
     INVALID_ID = "input.invalid_id"
     UNKNOWN_PROJECT = "input.unknown_project"
+    UNKNOWN_TOOL = "input.unknown_tool"
+    INVALID_REQUEST = "input.invalid_request"
+    NOT_IMPLEMENTED = "worker.not_implemented"
+    SHUTTING_DOWN = "worker.shutting_down"
     CARD_INVALID = "card.invalid"
     UNSUPPORTED_VERSION = "card.unsupported_version"
     PATH_REJECTED = "cas.path_rejected"
@@ -108,6 +116,31 @@ class UnknownProject(InvalidInput):
     """No configured project matches the working directory or the named project."""
 
     code = ErrorCode.UNKNOWN_PROJECT
+
+
+class UnknownTool(InvalidInput):
+    """No tool of that name is available (it may be disabled by configuration)."""
+
+    code = ErrorCode.UNKNOWN_TOOL
+
+
+class InvalidRequest(InvalidInput):
+    """A worker request is malformed: not JSON, wrong version, missing caller, unknown op."""
+
+    code = ErrorCode.INVALID_REQUEST
+
+
+class NotImplementedOp(ArtifactError, NotImplementedError):
+    """The worker knows this op but does not implement it yet."""
+
+    code = ErrorCode.NOT_IMPLEMENTED
+
+
+class ShuttingDown(ArtifactError, RuntimeError):
+    """The worker is shutting down and admits no new calls; retry against a new worker."""
+
+    code = ErrorCode.SHUTTING_DOWN
+    retryable = True
 
 
 class CardInvalid(ArtifactError, ValueError):

@@ -40,6 +40,7 @@ from cards import (
     experiment_id,
     freshness,
     freshness_warning,
+    parse_artifact_id,
     parse_card,
     parse_experiment_id,
     parse_project_id,
@@ -442,6 +443,14 @@ class ProjectStore:
                 os.close(cards_fd)
                 os.close(tmp_fd)
             return updated
+
+    def has_object(self, artifact_id: str) -> bool:
+        """Whether an object of the recorded size could be there (a stat, not a verification)."""
+        try:
+            with self._project(create=False) as project_fd:
+                return self._object_size(project_fd, parse_artifact_id(artifact_id)) is not None
+        except ExperimentNotFound:
+            return False
 
     def usage(self) -> Usage:
         """Committed objects, their bytes, and cards of this project."""

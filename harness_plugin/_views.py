@@ -25,8 +25,8 @@ def card_display(card: ExperimentCardV1) -> dict[str, object]:
         "tags": list(card.tags),
         "columns": list(card.columns),
         "shape": card.shape,
-        "created_at": _iso(card.created_at),
-        "updated_at": _iso(card.updated_at),
+        "created_at": iso(card.created_at),
+        "updated_at": iso(card.updated_at),
     }
 
 
@@ -61,7 +61,7 @@ def resolve_view(resolved: Resolved) -> dict[str, object]:
         "artifact": artifact_view(resolved.card),
         "card": card_display(resolved.card),
         "freshness": str(resolved.freshness),
-        "verified_at": _iso(resolved.verified_at),
+        "verified_at": iso(resolved.verified_at),
         "warnings": list(resolved.warnings),
     }
 
@@ -83,7 +83,7 @@ def hit_view(hit: SearchHit) -> dict[str, object]:
         "source_of_hit": "local",
         "trust": "untrusted-data",
         "index_state": str(card.index.state),
-        "updated_at": _iso(card.updated_at),
+        "updated_at": iso(card.updated_at),
     }
 
 
@@ -197,7 +197,8 @@ def _preview(text: str) -> str:
     return text[: _SUMMARY_PREVIEW_CHARS - 1] + "…"
 
 
-def _iso(moment: datetime) -> str:
+def iso(moment: datetime) -> str:
+    """A timestamp as cards and tools print it (UTC as `Z`)."""
     return moment.isoformat().replace("+00:00", "Z")
 
 

@@ -31,6 +31,7 @@ class Outcome:
     view: dict[str, object]
     lines: list[str]
     status: int = EXIT_OK
+    silent: bool = False  # the command owned stdout itself (serve)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,7 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("artmem: interrupted", file=sys.stderr)
         return 130
-    _emit(outcome, as_json=args.json, out=sys.stdout)
+    if not outcome.silent:
+        _emit(outcome, as_json=args.json, out=sys.stdout)
     return outcome.status
 
 
@@ -66,19 +68,36 @@ def _emit(outcome: Outcome, *, as_json: bool, out: TextIO) -> None:
         out.write("".join(line + "\n" for line in outcome.lines))
 
 
-def _parser() -> argparse.ArgumentParser:
+def _common(*, in_subcommand: bool) -> argparse.ArgumentParser:
+    # Options may come before or after the command; in the subcommand they must not reset a
+    # value given before it, hence SUPPRESS there.
+    default = argparse.SUPPRESS if in_subcommand else None
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", help="configuration file (default: $ARTMEM_CONFIG)")
-    common.add_argument("--project", help="project id (default: from the working directory)")
-    common.add_argument("--json", action="store_true", help="print JSON for scripts")
+    common.add_argument(
+        "--config", default=default, help="configuration file (default: $ARTMEM_CONFIG)"
+    )
+    common.add_argument(
+        "--project", default=default, help="project id (default: from the working directory)"
+    )
+    common.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if in_subcommand else False,
+        help="print JSON for scripts",
+    )
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="artmem",
         description="A project-scoped store for exact experimental results.",
-        parents=[common],
+        parents=[_common(in_subcommand=False)],
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    sub_common = _common(in_subcommand=True)
     for name, (summary, configure, run) in _COMMANDS.items():
-        sub = commands.add_parser(name, help=summary, description=summary, parents=[common])
+        sub = commands.add_parser(name, help=summary, description=summary, parents=[sub_common])
         configure(sub)
         sub.set_defaults(run=run)
     return parser
@@ -229,6 +248,16 @@ def _status(args: argparse.Namespace) -> Outcome:
     return Outcome(view, status_lines(view))
 
 
+# -- serve --------------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> Outcome:
+    from harness_plugin._serve import serve
+
+    runtime = Runtime(load_config(args.config))
+    return Outcome({}, [], serve(runtime, os.environ), silent=True)
+
+
 # -- demo ---------------------------------------------------------------------------------
 
 
@@ -256,5 +285,6 @@ _COMMANDS: dict[str, tuple[str, _Configure, _Run]] = {
     "fsck": ("check every object and card of the project", _fsck_args, _fsck),
     "status": ("content-free counts and settings", _no_args, _status),
     "sync": ("reconcile card index states and deliver the outbox once", _sync_args, _sync),
+    "serve": ("run the JSONL worker for the harness on stdin/stdout", _no_args, _serve),
     "demo": ("run a self-contained demonstration in a temporary workspace", _demo_args, _demo),
 }

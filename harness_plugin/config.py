@@ -139,6 +139,14 @@ class HonchoConfig(BaseModel):
         return key
 
 
+class ToolsConfig(BaseModel):
+    """Which tools the host surface offers; the artifact tools are off unless enabled."""
+
+    model_config = _STRICT
+
+    artifact_memory: bool = False
+
+
 class Config(BaseModel):
     """The whole configuration file."""
 
@@ -151,6 +159,7 @@ class Config(BaseModel):
     projects: Annotated[list[ProjectConfig], Field(min_length=1, max_length=1000)]
     limits: LimitsConfig = LimitsConfig()
     honcho: HonchoConfig = HonchoConfig()
+    tools: ToolsConfig = ToolsConfig()
 
     @model_validator(mode="after")
     def _roots_are_safe(self) -> Self:

@@ -1,0 +1,56 @@
+"""The caller of a tool: supplied by the host for every call, never by the model or kernel."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from cards import InvalidRequest, parse_session_id, validation_message
+
+
+def _absolute(value: str) -> str:
+    if not os.path.isabs(value) or "\x00" in value:
+        raise ValueError("must be an absolute path")
+    return value
+
+
+def _printable(value: str) -> str:
+    if not value.isprintable():
+        raise ValueError("must be printable")
+    return value
+
+
+CallId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_printable)]
+
+
+class Caller(BaseModel):
+    """Who is calling: the harness session, its working directory, and the call lineage."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    session_id: Annotated[str, AfterValidator(parse_session_id)]
+    cwd: Annotated[str, Field(max_length=4096), AfterValidator(_absolute)]
+    call_id: CallId
+    root_call_id: CallId
+    agent_kind: Literal["root", "child"]
+
+    @property
+    def root_agent_id(self) -> str | None:
+        """The root agent's id when the caller is the root (in DSH, the agent id is the session)."""
+        return self.session_id if self.agent_kind == "root" else None
+
+
+def parse_caller(document: object) -> Caller:
+    """Validate the host-supplied caller of a request.
+
+    Raises:
+        InvalidRequest: the caller is missing or malformed (the message names fields only).
+    """
+    if document is None:
+        raise InvalidRequest("tools/call needs a caller supplied by the host")
+    try:
+        return Caller.model_validate(document)
+    except ValidationError as exc:
+        raise InvalidRequest(f"invalid caller: {validation_message(exc)}") from exc

@@ -1,0 +1,316 @@
+"""`artmem serve`: the JSONL worker the harness plugin talks to (DESIGN.md §6).
+
+One JSON object a line on stdin, one reply a line on stdout; calls run concurrently and replies
+may come out of order (match them by `id`). A malformed line gets an error reply and never stops
+the worker. The delivery worker runs inside, in its own thread. Shutdown (the `shutdown` op, end
+of input, or SIGTERM) stops admitting calls, finishes the calls in flight, drains the outbox
+within a bound, and exits 0. Logs go to stderr as JSON lines: events and error codes, never
+arguments, results, card text or paths.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TextIO
+
+import orjson
+
+from cards import (
+    ArtifactError,
+    InvalidRequest,
+    NotImplementedOp,
+    NotOwner,
+    ShuttingDown,
+)
+from harness_plugin._caller import parse_caller
+from harness_plugin._runtime import Runtime
+from harness_plugin._status import status_view
+from harness_plugin._tools import ToolHost
+from indexer import DeliveryWorker, Ownership
+
+PROTOCOL = 1
+VERSION = "0.1.0"
+OPS = ("hello", "tools/list", "tools/call", "events/append", "recall/first-step", "status")
+MAX_LINE_BYTES = 1 << 20
+RECONCILE_EVERY_S = 300.0
+IDLE_WAIT_S = 30.0
+
+
+class _Terminate(Exception):
+    """Raised by the SIGTERM handler to leave a blocking read."""
+
+
+def log(stream: TextIO, event: str, **fields: object) -> None:
+    """One structured, content-free log line on stderr."""
+    record = {"ts": round(time.time(), 3), "event": event, **fields}
+    stream.write(json.dumps(record, sort_keys=True) + "\n")
+    stream.flush()
+
+
+@dataclass
+class Delivery:
+    """The delivery loop: own the state root if free, reconcile, deliver on wake or schedule."""
+
+    runtime: Runtime
+    stderr: TextIO
+    wake: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Run the loop in a daemon thread."""
+        self.thread = threading.Thread(target=self._loop, name="artmem-delivery", daemon=True)
+        self.thread.start()
+
+    def finish(self, timeout_s: float) -> None:
+        """Stop, letting the loop drain for at most `timeout_s`."""
+        self.stop.set()
+        self.wake.set()
+        if self.thread is not None:
+            self.thread.join(timeout_s + 5)
+
+    def _loop(self) -> None:
+        ownership = Ownership(self.runtime.config.state_root)
+        service = self.runtime.service()
+        worker = self.runtime.worker(ownership, service)
+        owned = False
+        last_reconcile = 0.0
+        try:
+            while not self.stop.is_set():
+                if not owned:
+                    owned = ownership.acquire()
+                    log(self.stderr, "delivery.ownership", owned=owned)
+                if owned and time.monotonic() - last_reconcile >= RECONCILE_EVERY_S:
+                    self._reconcile()
+                    last_reconcile = time.monotonic()
+                if owned:
+                    owned = self._deliver(worker)
+                self.wake.wait(IDLE_WAIT_S)
+                self.wake.clear()
+            if owned:
+                report = worker.drain(self.runtime.config.honcho.drain_timeout_s)
+                log(self.stderr, "delivery.drained", delivered=report.delivered)
+        except ArtifactError as exc:
+            log(self.stderr, "delivery.stopped", code=str(exc.code))
+        finally:
+            ownership.release()
+            service.close()
+
+    def _reconcile(self) -> None:
+        assert self.runtime.indexer is not None
+        try:
+            report = self.runtime.indexer.reconcile(self.runtime.config.honcho.reconcile_batch)
+            log(self.stderr, "delivery.reconciled", admitted=report.admitted)
+        except ArtifactError as exc:
+            log(self.stderr, "delivery.reconcile_failed", code=str(exc.code))
+
+    def _deliver(self, worker: DeliveryWorker) -> bool:
+        try:
+            report = worker.run_once()
+        except NotOwner:
+            log(self.stderr, "delivery.ownership_lost")
+            return False
+        except ArtifactError as exc:
+            log(self.stderr, "delivery.failed", code=str(exc.code))
+            return True
+        if report.delivered or report.retried or report.dead_lettered:
+            log(
+                self.stderr,
+                "delivery.pass",
+                delivered=report.delivered,
+                retried=report.retried,
+                dead=report.dead_lettered,
+                circuit=str(worker.breaker.state),
+            )
+        return True
+
+
+@dataclass
+class JsonlWorker:
+    """Reads requests, runs them (tool calls concurrently), writes replies."""
+
+    runtime: Runtime
+    stdin: TextIO
+    stdout: TextIO
+    stderr: TextIO
+    environ: Mapping[str, str]
+    max_concurrent_calls: int = 8
+    _write_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _closing: threading.Event = field(default_factory=threading.Event, init=False)
+
+    def run(self) -> int:
+        """Serve until shutdown; always exits 0 after an orderly drain."""
+        delivery = Delivery(self.runtime, self.stderr) if self.runtime.outbox else None
+        host = ToolHost(
+            self.runtime,
+            on_admitted=delivery.wake.set if delivery else (lambda: None),
+            environ=self.environ,
+        )
+        pool = ThreadPoolExecutor(self.max_concurrent_calls, thread_name_prefix="artmem-call")
+        restore = _install_sigterm()
+        log(self.stderr, "worker.started", tools=len(host.tools), honcho=delivery is not None)
+        if delivery is not None:
+            delivery.start()
+        try:
+            self._read_loop(host, pool)
+        except _Terminate:
+            log(self.stderr, "worker.sigterm")
+        finally:
+            self._closing.set()
+            pool.shutdown(wait=True)
+            if delivery is not None:
+                delivery.finish(self.runtime.config.honcho.drain_timeout_s)
+            host.close()
+            restore()
+            log(self.stderr, "worker.stopped")
+        return 0
+
+    def _read_loop(self, host: ToolHost, pool: ThreadPoolExecutor) -> None:
+        while not self._closing.is_set():
+            line = self.stdin.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                log(self.stderr, "worker.eof")
+                return
+            if not line.strip():
+                continue
+            self._dispatch(line, host, pool)
+
+    def _dispatch(self, line: str, host: ToolHost, pool: ThreadPoolExecutor) -> None:
+        try:
+            request_id, op, caller, params = _envelope(line)
+        except InvalidRequest as exc:
+            self._reply(_best_id(line), error=exc)
+            return
+        if op == "shutdown":
+            self._closing.set()
+            self._reply(request_id, result={"stopping": True})
+            return
+        if op == "tools/call":
+            if self._closing.is_set():
+                self._reply(request_id, error=ShuttingDown("the worker is shutting down"))
+                return
+            pool.submit(self._guarded, request_id, lambda: _call(host, caller, params))
+            return
+        self._guarded(request_id, lambda: self._simple(op, host))
+
+    def _simple(self, op: str, host: ToolHost) -> object:
+        if op == "hello":
+            ops = [*OPS, "shutdown"]
+            return {"protocol": PROTOCOL, "name": "artmem", "version": VERSION, "ops": ops}
+        if op == "tools/list":
+            return {"tools": [tool.describe() for tool in host.tools.values()]}
+        if op == "status":
+            return status_view(self.runtime.config, self.environ)
+        if op in ("events/append", "recall/first-step"):
+            raise NotImplementedOp(f"{op} is not implemented yet (conversational memory)")
+        raise InvalidRequest("unknown op")
+
+    def _guarded(self, request_id: object, work: Callable[[], object]) -> None:
+        started = time.perf_counter()
+        try:
+            result = work()
+        except ArtifactError as exc:
+            self._reply(request_id, error=exc)
+            log(self.stderr, "request.failed", code=str(exc.code), ms=_ms(started))
+            return
+        except Exception as exc:  # a bug must not kill the worker or leak details
+            self._reply(request_id, error=None, internal=type(exc).__name__)
+            log(self.stderr, "request.crashed", kind=type(exc).__name__, ms=_ms(started))
+            return
+        self._reply(request_id, result=result)
+        log(self.stderr, "request.done", ms=_ms(started))
+
+    def _reply(
+        self,
+        request_id: object,
+        *,
+        result: object = None,
+        error: ArtifactError | None = None,
+        internal: str | None = None,
+    ) -> None:
+        reply: dict[str, object] = {"v": PROTOCOL, "id": request_id}
+        if error is not None:
+            reply |= {"ok": False, "error": {**error.to_dict(), "retryable": error.retryable}}
+        elif internal is not None:
+            message = "internal error; see the worker log"
+            failure = {"code": "worker.internal", "message": message, "retryable": False}
+            reply |= {"ok": False, "error": failure}
+        else:
+            reply |= {"ok": True, "result": result}
+        data = orjson.dumps(reply).decode() + "\n"
+        with self._write_lock:
+            self.stdout.write(data)
+            self.stdout.flush()
+
+
+def _call(host: ToolHost, caller: object, params: Mapping[str, object]) -> object:
+    who = parse_caller(caller)
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise InvalidRequest("tools/call needs params.name")
+    return host.call(name, params.get("arguments"), who)
+
+
+def _best_id(line: str) -> object:
+    """The id of a rejected request when it can be read, so the host can match the error."""
+    try:
+        request_id = orjson.loads(line).get("id")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    valid = isinstance(request_id, str | int) and not isinstance(request_id, bool)
+    return request_id if valid and len(str(request_id)) <= 200 else None
+
+
+def _envelope(line: str) -> tuple[object, str, object, Mapping[str, object]]:
+    if len(line) > MAX_LINE_BYTES:
+        raise InvalidRequest("the request line is too long")
+    try:
+        request = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest("the request line is not JSON") from exc
+    if not isinstance(request, dict) or request.get("v") != PROTOCOL:
+        raise InvalidRequest("a request is a JSON object with v = 1")
+    request_id, op = request.get("id"), request.get("op")
+    if not (isinstance(request_id, str | int) and not isinstance(request_id, bool)):
+        raise InvalidRequest("a request needs an id (string or integer)")
+    if isinstance(request_id, str) and len(request_id) > 200:
+        raise InvalidRequest("the request id is too long")
+    params = request.get("params", {})
+    if not isinstance(op, str) or not isinstance(params, dict):
+        raise InvalidRequest("a request needs an op and object params")
+    return request_id, op, request.get("caller"), params
+
+
+def _install_sigterm() -> Callable[[], None]:
+    """Make SIGTERM leave the blocking read (main thread only); returns how to undo it."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        del signum, frame
+        raise _Terminate()
+
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, handler)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+    return restore
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1e3, 2)
+
+
+def serve(runtime: Runtime, environ: Mapping[str, str]) -> int:
+    """Run the worker on this process's standard streams."""
+    return JsonlWorker(runtime, sys.stdin, sys.stdout, sys.stderr, environ).run()

@@ -1,0 +1,60 @@
+"""A configured host (stores, optional Honcho over the HTTP fake) for tool and worker tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness_plugin.config import config_from_mapping
+
+KEY = "host-test-key-91c2"
+
+
+def host_config(tmp: Path, *, honcho_url: str | None = None, artifact_memory: bool = True, **honcho):
+    project_root = tmp / "work" / "trial"
+    project_root.mkdir(parents=True, exist_ok=True)
+    (tmp / "work" / "other").mkdir(parents=True, exist_ok=True)
+    document: dict[str, object] = {
+        "artifact_root": str(tmp / "artifacts"),
+        "rlm_root": str(tmp / "rlm"),
+        "state_root": str(tmp / "state"),
+        "projects": [
+            {"id": "trial-analysis", "root": str(project_root)},
+            {"id": "other-project", "root": str(tmp / "work" / "other")},
+        ],
+        "tools": {"artifact_memory": artifact_memory},
+    }
+    if honcho_url is not None:
+        document["honcho"] = {
+            "enabled": True,
+            "base_url": honcho_url,
+            "workspace_id": "artmem-dev",
+            "api_key_env": "ARTMEM_HOST_TEST_KEY",
+            "create_workspace": True,
+            "timeout_s": 2,
+            **honcho,
+        }
+    return config_from_mapping(document)
+
+
+def caller(tmp: Path, session: str = "s1", project_dir: str = "trial", **extra) -> dict:
+    return {
+        "session_id": session,
+        "cwd": str(tmp / "work" / project_dir),
+        "call_id": "cell-1:rlm:1",
+        "root_call_id": "turn-1",
+        "agent_kind": "root",
+        **extra,
+    }
+
+
+def export(tmp: Path, name: str, data: bytes, session: str = "s1") -> Path:
+    exports = tmp / "rlm" / "sessions" / session / "exports"
+    exports.mkdir(parents=True, exist_ok=True)
+    path = exports / name
+    path.write_bytes(data)
+    return path
+
+
+def environ() -> dict[str, str]:
+    return {**os.environ, "ARTMEM_HOST_TEST_KEY": KEY}
