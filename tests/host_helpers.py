@@ -10,7 +10,9 @@ from harness_plugin.config import config_from_mapping
 KEY = "host-test-key-91c2"
 
 
-def host_config(tmp: Path, *, honcho_url: str | None = None, artifact_memory: bool = True, **honcho):
+def host_config(
+    tmp: Path, *, honcho_url: str | None = None, artifact_memory: bool = True, **honcho
+):
     project_root = tmp / "work" / "trial"
     project_root.mkdir(parents=True, exist_ok=True)
     (tmp / "work" / "other").mkdir(parents=True, exist_ok=True)

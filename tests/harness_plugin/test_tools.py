@@ -15,7 +15,17 @@ from harness_plugin._runtime import Runtime
 from harness_plugin._tools import ToolHost, registry
 from indexer.testing import FakeHoncho
 
-FORBIDDEN_WORDS = ("delete", "purge", "remove", "drop", "read_file", "exec", "shell", "raw", "admin")
+FORBIDDEN_WORDS = (
+    "delete",
+    "purge",
+    "remove",
+    "drop",
+    "read_file",
+    "exec",
+    "shell",
+    "raw",
+    "admin",
+)
 SCOPE_FIELDS = ("project_id", "project", "session_id", "rlm_root", "destination", "peer_id",
                 "delivery_id", "workspace_id", "root")  # fmt: skip
 
