@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import xxhash
@@ -164,28 +164,22 @@ class Digests:
     chunk_digests: tuple[bytes, ...]
 
 
-@dataclass(slots=True)
-class _Hasher:
-    sha256: hashlib._Hash = field(default_factory=hashlib.sha256)
-    chunks: list[bytes] = field(default_factory=list)
-
-    def update(self, chunk: bytes) -> None:
-        self.sha256.update(chunk)
-        self.chunks.append(xxhash.xxh3_128_digest(chunk))
-
-
 def copy_and_hash(
     src_fd: int, dst_fd: int, *, limit: int, progress: Progress | None = None
 ) -> Digests:
     """Copy `src_fd` to `dst_fd` in 4 MiB chunks, hashing each chunk while the next is copied.
 
-    One worker thread hashes (hashlib releases the GIL on large buffers) while this thread reads
-    and writes, so hashing overlaps the copy; at most three chunks are alive at once.
+    A worker thread runs SHA-256 (hashlib releases the GIL on large buffers) while this thread
+    reads, writes, starts the chunk's writeback and takes its xxh3-128 (xxhash holds the GIL, so
+    it runs here rather than slow this thread down from the worker). At most three chunks are
+    alive at once.
 
     Raises:
         ArtifactTooLarge: more than `limit` bytes were read (stops at once).
     """
-    hasher = _Hasher()
+    sha256 = hashlib.sha256()
+    chunks: list[bytes] = []
+    writeback = _fs.WriteBehind(dst_fd)
     total = 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="artmem-hash") as pool:
         pending: Future[None] | None = None
@@ -197,13 +191,15 @@ def copy_and_hash(
                 )
             if pending is not None:
                 pending.result()
-            pending = pool.submit(hasher.update, chunk)
+            pending = pool.submit(sha256.update, chunk)
             _fs.write_all(dst_fd, chunk)
+            writeback.written(len(chunk))
+            chunks.append(xxhash.xxh3_128_digest(chunk))
             if progress is not None:
                 progress.advance(len(chunk))
         if pending is not None:
             pending.result()
-    return Digests(total, hasher.sha256.digest(), tuple(hasher.chunks))
+    return Digests(total, sha256.digest(), tuple(chunks))
 
 
 def _read_chunk(fd: int) -> bytes:

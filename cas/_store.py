@@ -577,12 +577,9 @@ class ProjectStore:
 
 def _stream(src_fd: int, dst_fd: int, limit: int, progress: Progress | None) -> Digests:
     try:
-        digests = copy_and_hash(src_fd, dst_fd, limit=limit, progress=progress)
-        os.fchmod(dst_fd, _fs.OBJECT_MODE)
-        os.fsync(dst_fd)
+        return copy_and_hash(src_fd, dst_fd, limit=limit, progress=progress)
     except OSError as exc:
         raise StoreIOError(f"cannot write the object: {exc.strerror}") from exc
-    return digests
 
 
 def _publish_manifest(obj_dir: int, tmp_fd: int, artifact_id: ArtifactId, manifest: bytes) -> None:
@@ -603,7 +600,13 @@ def _publish_manifest(obj_dir: int, tmp_fd: int, artifact_id: ArtifactId, manife
 
 
 def _publish_object(obj_dir: int, stage: _fs.Staged, artifact_id: ArtifactId) -> None:
+    """Make the stage read-only and durable, then link it into place.
+
+    Only a new object pays this fsync; a deduplicated record never gets here.
+    """
     try:
+        os.fchmod(stage.fd, _fs.OBJECT_MODE)
+        os.fsync(stage.fd)
         if not stage.commit_link(obj_dir, artifact_id):
             # A wrong-sized file holds our name: it is corrupt, and our bytes are proven.
             stage.commit_replace(obj_dir, artifact_id)

@@ -77,6 +77,7 @@ class ArtifactView(BaseModel):
     bytes: int
     media_type: str
     created_at: str
+    chunk_manifest_sha256: str
 
 
 class CardView(BaseModel):

@@ -195,6 +195,7 @@ def _resolve_view(resolved: Resolved) -> s.ArtifactResolveResult:
             bytes=card.artifact.bytes,
             media_type=card.artifact.media_type,
             created_at=iso(card.artifact.created_at),
+            chunk_manifest_sha256=card.chunk_manifest_sha256,
         ),
         card=_card_view(card),
         freshness=str(resolved.freshness),  # type: ignore[arg-type]
