@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +21,7 @@ from datetime import UTC, datetime
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import machine_line, percentile, print_table  # noqa: E402
+from _fake_server import fake_honcho  # noqa: E402
 
 from indexer import (  # noqa: E402
     DeliveryWorker,
@@ -36,14 +36,6 @@ from indexer import (  # noqa: E402
 )
 
 KEY = "bench-key"
-_SERVER = """
-import sys
-from indexer.testing import FakeHoncho
-fake = FakeHoncho(api_key=sys.argv[1])
-with fake.serve() as url:
-    print(url, flush=True)
-    sys.stdin.readline()
-"""
 
 
 def _entry(n: int, sessions: int) -> OutboxEntry:
@@ -169,22 +161,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="artmem-bench-outbox-") as root:
         print(f"\nadmission of {args.admissions} card-sized entries (ms)")
         print_table(["", "p50", "p99"], bench_admission(root, args.admissions))
-        server = subprocess.Popen(
-            [sys.executable, "-c", _SERVER, KEY],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None and server.stdin is not None
-            url = server.stdout.readline().strip()
+        with fake_honcho(KEY) as server:
             sessions = args.sessions
             print(f"\ndelivery of {args.cards} cards over HTTP to the fake ({sessions} sessions)")
-            print_table(["", "cards/s"], bench_delivery(root, url, args.cards, args.sessions))
-        finally:
-            if server.stdin is not None:
-                server.stdin.close()
-            server.wait(timeout=30)
+            delivery = bench_delivery(root, server.url, args.cards, args.sessions)
+            print_table(["", "cards/s"], delivery)
 
 
 if __name__ == "__main__":

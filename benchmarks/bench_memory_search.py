@@ -1,0 +1,234 @@
+"""`memory_search` latency through the tool surface, with 10,000 cards in the project.
+
+Side by side in one run, each over the same queries:
+- local only (Honcho disabled): the catalog built at start, refreshed by one stat per search;
+- hybrid against the fake Honcho (separate process) answering at once;
+- hybrid against the fake Honcho answering after an added latency (default 50 ms);
+- hybrid against a fake Honcho slower than the search deadline: local hits still come back.
+DESIGN.md §8: local search p95 under 5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import machine_line, percentile, print_table  # noqa: E402
+from _fake_server import fake_honcho  # noqa: E402
+
+from cards import (  # noqa: E402
+    ArtifactRefV1,
+    ExperimentCardV1,
+    IndexState,
+    IndexStatus,
+    ProjectId,
+    QueryFingerprint,
+    RemoteCard,
+    artifact_id_for_bytes,
+    dump_card,
+    experiment_id,
+    project_card,
+)
+from harness_plugin._caller import parse_caller  # noqa: E402
+from harness_plugin._runtime import Runtime  # noqa: E402
+from harness_plugin._tools import ToolHost  # noqa: E402
+from harness_plugin.config import config_from_mapping  # noqa: E402
+from indexer import (  # noqa: E402
+    HonchoMemoryService,
+    HonchoSettings,
+    OutboundMessage,
+    SessionTarget,
+    cards_session_id,
+    message_fingerprint,
+)
+
+KEY = "bench-search-key"
+PROJECT = "bench-project"
+WORDS = (
+    "cohort response dose survival baseline placebo arm trial week visit biomarker serum "
+    "plasma age sex region site adverse event hazard ratio median interval kaplan meier "
+    "treatment control follow-up endpoint primary secondary interim analysis subgroup"
+).split()
+
+
+def _card(n: int, rng: random.Random, now: datetime) -> ExperimentCardV1:
+    content = f"bench-object-{n}".encode()
+    artifact = artifact_id_for_bytes(content)
+    fingerprint = hashlib.sha256(f"query-{n}".encode()).hexdigest()
+    words = rng.sample(WORDS, 6)
+    moment = now - timedelta(minutes=n)
+    return ExperimentCardV1(
+        schema_version=1,
+        experiment_id=experiment_id(
+            ProjectId(PROJECT), artifact, QueryFingerprint(fingerprint), f"snap-{n % 50}"
+        ),
+        artifact=ArtifactRefV1(
+            schema_version=1,
+            artifact_id=artifact,
+            sha256=hashlib.sha256(content).hexdigest(),
+            bytes=len(content),
+            media_type="application/vnd.apache.parquet",
+            created_at=moment,
+        ),
+        chunk_manifest_sha256="0" * 64,
+        title=" ".join(words[:3]).capitalize() + f" table {n}",
+        summary="Per-patient " + " ".join(words) + " results.",
+        query_fingerprint=fingerprint,
+        source="warehouse",
+        source_version=f"snap-{n % 50}",
+        columns=words[:4],
+        tags=words[3:5],
+        project_id=PROJECT,
+        session_id=f"session-{n % 97}",
+        producer="artmem bench",
+        created_at=moment,
+        updated_at=moment,
+        index=IndexStatus(state=IndexState.INDEXED),
+    )
+
+
+def _populate(config_doc: dict[str, object], count: int) -> list[ExperimentCardV1]:
+    """Write `count` valid cards straight into the store's cards directory."""
+    config = config_from_mapping(config_doc)
+    store = config.store(PROJECT)
+    cards_dir = Path(store.artifact_root).joinpath(*store.layout.root, *store.layout.cards_dir)
+    cards_dir.mkdir(parents=True, mode=0o700)
+    rng = random.Random(7)
+    now = datetime.now(UTC)
+    cards = [_card(n, rng, now) for n in range(count)]
+    for card in cards:
+        (cards_dir / f"{card.experiment_id}.json").write_bytes(dump_card(card))
+    return cards
+
+
+def _index_remote(url: str, cards: list[ExperimentCardV1], count: int) -> None:
+    """Put the projections of `count` cards into the fake Honcho, as the worker would."""
+    settings = HonchoSettings(url, "bench", "user", "artmem-assistant", 10.0, True)
+    service = HonchoMemoryService(settings, KEY)
+    target = SessionTarget(session_id=cards_session_id(PROJECT), kind="cards")
+    try:
+        for card in cards[:count]:
+            remote = project_card(card)
+            assert isinstance(remote, RemoteCard)
+            metadata: dict[str, str | int | bool] = dict(remote.metadata)
+            fingerprint = message_fingerprint("artmem-assistant", remote.content, metadata)
+            message = OutboundMessage(
+                peer_id="artmem-assistant",
+                content=remote.content,
+                metadata=metadata,
+                fingerprint=fingerprint,
+            )
+            service.deliver(target, [message])
+    finally:
+        service.close()
+
+
+def _queries(cards: list[ExperimentCardV1], count: int) -> list[str]:
+    rng = random.Random(11)
+    queries = []
+    for n in range(count):
+        kind = n % 4
+        if kind == 0:
+            queries.append(rng.choice(WORDS))
+        elif kind == 1:
+            queries.append(" ".join(rng.sample(WORDS, 3)))
+        elif kind == 2:
+            queries.append(rng.choice(cards).experiment_id)
+        else:
+            queries.append(f"nothing-matches-{n}")
+    return queries
+
+
+def _measure(host: ToolHost, root: Path, queries: list[str]) -> tuple[float, list[float]]:
+    """The first call (it sets up the Honcho client), then every query timed."""
+    who = parse_caller(
+        {
+            "session_id": "bench",
+            "cwd": str(root / "work"),
+            "call_id": "c",
+            "root_call_id": "r",
+            "agent_kind": "root",
+        }  # fmt: skip
+    )
+    start = time.perf_counter()
+    host.call("memory_search", {"query": "warm up", "limit": 10}, who)
+    first = time.perf_counter() - start
+    samples = []
+    for query in queries:
+        start = time.perf_counter()
+        host.call("memory_search", {"query": query, "limit": 10}, who)
+        samples.append(time.perf_counter() - start)
+    return first, samples
+
+
+def _row(label: str, measured: tuple[float, list[float]]) -> list[str]:
+    first, samples = measured
+    p50, p95 = percentile(samples, 50) * 1e3, percentile(samples, 95) * 1e3
+    return [label, f"{first * 1e3:.2f}", f"{p50:.2f}", f"{p95:.2f}"]
+
+
+def main() -> None:
+    """Populate a project, then time memory_search four ways."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cards", type=int, default=10_000)
+    parser.add_argument("--remote-cards", type=int, default=1_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--quick", action="store_true", help="500 cards, 100 remote, 40 queries")
+    args = parser.parse_args()
+    if args.quick:
+        args.cards, args.remote_cards, args.queries = 500, 100, 40
+    print(machine_line())
+    with tempfile.TemporaryDirectory(prefix="artmem-bench-search-") as tmp:
+        root = Path(tmp)
+        (root / "work").mkdir()
+        doc: dict[str, object] = {
+            "artifact_root": str(root / "artifacts"),
+            "rlm_root": str(root / "rlm"),
+            "state_root": str(root / "state"),
+            "projects": [{"id": PROJECT, "root": str(root / "work")}],
+        }
+        cards = _populate(doc, args.cards)
+        queries = _queries(cards, args.queries)
+        environ = {**os.environ, "BENCH_HONCHO_KEY": KEY}
+        start = time.perf_counter()
+        local_host = ToolHost(Runtime(config_from_mapping(doc), environ=environ))
+        build_s = time.perf_counter() - start
+        rows = [_row("local only", _measure(local_host, root, queries))]
+        local_host.close()
+        with fake_honcho(KEY) as server:
+            _index_remote(server.url, cards, args.remote_cards)
+            for label, latency_ms, deadline_s in (
+                ("hybrid, fake answers at once", 0.0, 2.0),
+                (f"hybrid, fake +{args.latency_ms:.0f} ms", args.latency_ms, 2.0),
+                ("hybrid, fake slower than a 100 ms deadline", 500.0, 0.1),
+            ):
+                server.set_latency(latency_ms / 1e3)
+                honcho = {"enabled": True, "base_url": server.url, "workspace_id": "bench",
+                          "api_key_env": "BENCH_HONCHO_KEY", "create_workspace": True,
+                          "search_timeout_s": deadline_s}  # fmt: skip
+                runtime = Runtime(config_from_mapping({**doc, "honcho": honcho}), environ=environ)
+                host = ToolHost(runtime)
+                subset = queries[: max(10, args.queries // 4)]
+                rows.append(_row(label, _measure(host, root, subset)))
+                host.close()
+        print(f"\nmemory_search over {args.cards:,} cards ({args.queries} queries; ms)")
+        print_table(["", "first call", "p50", "p95"], rows)
+        local_p95 = float(rows[0][3])
+        print(
+            f"\n  host start (index {args.cards:,} cards from disk): {build_s:.2f} s (target < 1 s)"
+        )
+        print(f"  local p95 / 5 ms target: {local_p95 / 5:.2f}")
+
+
+if __name__ == "__main__":
+    main()
