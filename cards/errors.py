@@ -10,7 +10,12 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     │   ├── InvalidId                            input.invalid_id
     │   ├── UnknownProject                       input.unknown_project
     │   ├── UnknownTool                          input.unknown_tool
-    │   └── InvalidRequest                       input.invalid_request
+    │   ├── InvalidRequest                       input.invalid_request
+    │   ├── InvalidFilter                        slice.invalid_filter
+    │   │   ├── FilterSyntaxError                slice.filter_syntax
+    │   │   └── FilterTypeError                  slice.filter_type
+    │   ├── UnknownColumn                        slice.unknown_column
+    │   └── UnsupportedMediaType                 slice.unsupported_media_type
     ├── NotImplementedOp (NotImplementedError)   worker.not_implemented
     ├── ShuttingDown (RuntimeError, retryable)   worker.shutting_down
     ├── CardInvalid (ValueError)                 card.invalid
@@ -23,7 +28,9 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     ├── SourceChanged (RuntimeError)             cas.source_changed
     ├── LimitExceeded (ValueError)               cas.limit_exceeded
     │   ├── ArtifactTooLarge                     cas.artifact_too_large
-    │   └── QuotaExceeded                        cas.quota_exceeded
+    │   ├── QuotaExceeded                        cas.quota_exceeded
+    │   └── TableTooLarge                        slice.table_too_large
+    ├── TableUnreadable (ValueError)             slice.table_unreadable
     ├── ExperimentNotFound (LookupError)         cas.experiment_not_found
     ├── ObjectMissing (FileNotFoundError)        cas.object_missing
     ├── IntegrityError (ValueError)              cas.integrity
@@ -41,7 +48,10 @@ again can help. Each class also subclasses the builtin a generic caller would ca
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import ClassVar
+
+_LISTED_COLUMNS = 20
 
 
 class ErrorCode(enum.StrEnum):
@@ -55,6 +65,13 @@ class ErrorCode(enum.StrEnum):
     INVALID_REQUEST = "input.invalid_request"
     NOT_IMPLEMENTED = "worker.not_implemented"
     SHUTTING_DOWN = "worker.shutting_down"
+    INVALID_FILTER = "slice.invalid_filter"
+    FILTER_SYNTAX = "slice.filter_syntax"
+    FILTER_TYPE = "slice.filter_type"
+    UNKNOWN_COLUMN = "slice.unknown_column"
+    UNSUPPORTED_MEDIA_TYPE = "slice.unsupported_media_type"
+    TABLE_TOO_LARGE = "slice.table_too_large"
+    TABLE_UNREADABLE = "slice.table_unreadable"
     CARD_INVALID = "card.invalid"
     UNSUPPORTED_VERSION = "card.unsupported_version"
     PATH_REJECTED = "cas.path_rejected"
@@ -291,3 +308,68 @@ class RemoteRejected(RemoteError, ValueError):
     """Honcho permanently rejected the request (422, 4xx, invalid ids): dead-letter it."""
 
     code = ErrorCode.REMOTE_REJECTED
+
+
+class InvalidFilter(InvalidInput):
+    """A filter expression is rejected; `position` is the 0-based offset of the problem."""
+
+    code = ErrorCode.INVALID_FILTER
+
+    def __init__(self, message: str, *, position: int) -> None:
+        super().__init__(f"{message} (at position {position})")
+        self.position = position
+
+
+class FilterSyntaxError(InvalidFilter):
+    """The filter text is not in the expression language, or exceeds its bounds."""
+
+    code = ErrorCode.FILTER_SYNTAX
+
+
+class FilterTypeError(InvalidFilter):
+    """A literal or comparison does not fit the type of the column it is compared with."""
+
+    code = ErrorCode.FILTER_TYPE
+
+
+class UnknownColumn(InvalidInput):
+    """A projected or filtered column is not in the table (or its name is ambiguous)."""
+
+    code = ErrorCode.UNKNOWN_COLUMN
+
+    def __init__(
+        self, column: str, available: Sequence[str], *, position: int | None = None
+    ) -> None:
+        shown = ", ".join(repr(name) for name in available[:_LISTED_COLUMNS])
+        more = len(available) - _LISTED_COLUMNS
+        if more > 0:
+            shown += f", and {more} more"
+        where = "" if position is None else f" (at position {position})"
+        super().__init__(f"no single column named {column[:200]!r}{where}; available: {shown}")
+        self.column = column
+        self.available = tuple(available)
+        self.position = position
+
+
+class UnsupportedMediaType(InvalidInput):
+    """The artifact's media type is not one slicing can read."""
+
+    code = ErrorCode.UNSUPPORTED_MEDIA_TYPE
+
+    def __init__(self, media_type: str, supported: Sequence[str]) -> None:
+        names = ", ".join(supported)
+        super().__init__(f"cannot slice media type {media_type!r}; supported: {names}")
+        self.media_type = media_type
+        self.supported = tuple(supported)
+
+
+class TableTooLarge(LimitExceeded):
+    """The table's metadata, width or a single read exceeds a slicing bound."""
+
+    code = ErrorCode.TABLE_TOO_LARGE
+
+
+class TableUnreadable(ArtifactError, ValueError):
+    """The bytes are intact but are not a readable table of the declared media type."""
+
+    code = ErrorCode.TABLE_UNREADABLE

@@ -19,7 +19,7 @@ ALLOWED = {
     "rlm_client": {"cards", "cas"},
 }
 # The kernel side may use only the slicing part of the store: never writes, outbox or Honcho.
-RLM_CLIENT_CAS_MODULES = {"cas._slice", "cas._expr", "cas._chunks", "cas._slice_errors"}
+RLM_CLIENT_CAS_MODULES = {"cas._slice", "cas._expr", "cas._chunks"}
 IO_MODULES = {
     "os", "io", "pathlib", "shutil", "socket", "subprocess", "tempfile", "time", "random",
     "secrets", "httpx", "portalocker", "fcntl", "honcho",

@@ -1,0 +1,201 @@
+"""What a table's footer says, for `artmem show`: schema, rows, row groups, sizes, statistics.
+
+Nothing here decodes data pages: Parquet's footer holds every figure. Its column-chunk
+metadata is read in a forked child (`cas._isolated`), because pyarrow aborts the process on some
+malformed footers there. An Arrow IPC footer holds only the schema and the record-batch count;
+its row count would need every batch's header (a read spread over the whole file), so it is
+reported as unknown.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from dataclasses import asdict, dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cards.errors import TableUnreadable
+from cas._isolated import isolated
+from cas._tables import ARROW_FILE, PARQUET, IpcTable, ParquetTable, TableFile
+
+MAX_LISTED_ROW_GROUPS = 1_000
+MAX_SHOWN_CHARS = 100
+
+Shown = str | int | float | bool
+
+
+@dataclass(frozen=True, slots=True)
+class FieldInfo:
+    """One top-level field of the table's Arrow schema."""
+
+    name: str
+    type: str
+    nullable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnStats:
+    """Totals over all row groups of one Parquet leaf column; None where a footer is silent."""
+
+    path: str
+    compressed_bytes: int
+    uncompressed_bytes: int
+    null_count: int | None
+    min: Shown | None
+    max: Shown | None
+
+
+@dataclass(frozen=True, slots=True)
+class RowGroupInfo:
+    """One row group (or record batch) and its sizes."""
+
+    rows: int
+    compressed_bytes: int
+    uncompressed_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """A table's shape from its footer, plus the cost of reading that footer."""
+
+    media_type: str
+    fields: tuple[FieldInfo, ...]
+    num_rows: int | None
+    num_row_groups: int
+    row_groups: tuple[RowGroupInfo, ...]
+    compressed_bytes: int | None
+    uncompressed_bytes: int | None
+    columns: tuple[ColumnStats, ...]
+    created_by: str | None
+    bytes_read: int = 0
+    chunks_verified: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+
+def table_info(table: TableFile) -> TableInfo:
+    """Describe an open table from its footer."""
+    fields = tuple(FieldInfo(f.name, str(f.type), f.nullable) for f in table.schema)
+    if isinstance(table, ParquetTable):
+        answer = isolated(lambda: asdict(_parquet_info(table, fields)), table.reader)
+        return _from_answer(answer)
+    assert isinstance(table, IpcTable)
+    return TableInfo(
+        media_type=ARROW_FILE,
+        fields=fields,
+        num_rows=None,
+        num_row_groups=table.num_batches,
+        row_groups=(),
+        compressed_bytes=None,
+        uncompressed_bytes=None,
+        columns=(),
+        created_by=None,
+        notes=("an Arrow IPC footer holds no row count or statistics",),
+    )
+
+
+def _parquet_info(table: ParquetTable, fields: tuple[FieldInfo, ...]) -> TableInfo:
+    meta = table.metadata
+    totals = [_Totals(meta.schema.column(j).path) for j in range(meta.num_columns)]
+    groups: list[RowGroupInfo] = []
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        compressed = uncompressed = 0
+        for j, total in enumerate(totals):
+            column = group.column(j)
+            total.add(column)
+            compressed += column.total_compressed_size
+            uncompressed += column.total_uncompressed_size
+        if g < MAX_LISTED_ROW_GROUPS:
+            groups.append(RowGroupInfo(group.num_rows, compressed, uncompressed))
+    columns = tuple(total.stats() for total in totals)
+    notes: tuple[str, ...] = ()
+    if meta.num_row_groups > MAX_LISTED_ROW_GROUPS:
+        notes = (f"only the first {MAX_LISTED_ROW_GROUPS} row groups are listed",)
+    return TableInfo(
+        media_type=PARQUET,
+        fields=fields,
+        num_rows=meta.num_rows,
+        num_row_groups=meta.num_row_groups,
+        row_groups=tuple(groups),
+        compressed_bytes=sum(c.compressed_bytes for c in columns),
+        uncompressed_bytes=sum(c.uncompressed_bytes for c in columns),
+        columns=columns,
+        created_by=_shown_text(meta.created_by) if meta.created_by else None,
+        notes=notes,
+    )
+
+
+def _from_answer(answer: object) -> TableInfo:
+    """Rebuild a `TableInfo` from the JSON a child answered, refusing any other shape."""
+    try:
+        if not isinstance(answer, dict):
+            raise TypeError("not an object")
+        doc = dict(answer)
+        doc["fields"] = tuple(FieldInfo(**f) for f in doc["fields"])
+        doc["row_groups"] = tuple(RowGroupInfo(**g) for g in doc["row_groups"])
+        doc["columns"] = tuple(ColumnStats(**c) for c in doc["columns"])
+        doc["notes"] = tuple(str(n) for n in doc["notes"])
+        return TableInfo(**doc)
+    except (KeyError, TypeError) as exc:
+        raise TableUnreadable("the table's metadata check answered nonsense") from exc
+
+
+class _Totals:
+    """Running totals of one leaf column across row groups."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.compressed = self.uncompressed = 0
+        self.nulls: int | None = 0
+        self.low: object = None
+        self.high: object = None
+        self.ranged = True
+
+    def add(self, column: pq.ColumnChunkMetaData) -> None:
+        self.compressed += column.total_compressed_size
+        self.uncompressed += column.total_uncompressed_size
+        stats = column.statistics if column.is_stats_set else None
+        if stats is None or not stats.has_null_count or self.nulls is None:
+            self.nulls = None
+        else:
+            self.nulls += stats.null_count
+        self.ranged = self.ranged and stats is not None and stats.has_min_max
+        if self.ranged and stats is not None:
+            self._widen(stats)
+
+    def _widen(self, stats: pq.Statistics) -> None:
+        try:
+            low, high = stats.min, stats.max
+            self.low = low if self.low is None or low < self.low else self.low
+            self.high = high if self.high is None or high > self.high else self.high
+        except (pa.ArrowException, TypeError, ValueError):
+            self.ranged = False  # a logical type pyarrow cannot convert, or values that don't order
+
+    def stats(self) -> ColumnStats:
+        return ColumnStats(
+            path=_shown_text(self.path),
+            compressed_bytes=self.compressed,
+            uncompressed_bytes=self.uncompressed,
+            null_count=self.nulls,
+            min=_shown(self.low) if self.ranged else None,
+            max=_shown(self.high) if self.ranged else None,
+        )
+
+
+def _shown(value: object) -> Shown | None:
+    """A statistic as a short JSON-ready value."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, bytes):
+        return _shown_text(value.hex())
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    return _shown_text(str(value))
+
+
+def _shown_text(text: str) -> str:
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"

@@ -1,0 +1,274 @@
+"""The table formats slicing reads: Parquet and Arrow IPC files, through a verified reader.
+
+Both check the file's trailer (magic bytes and footer length) against a bound before pyarrow
+parses any metadata, and cap the number of columns. Parquet row groups are pruned by their
+statistics (`pyarrow.dataset`, in a forked child: see `cas._isolated`), then the surviving ones
+are read lazily with `ParquetFile.iter_batches`, decoding only needed columns through buffered
+streams: pages, not whole column chunks, are read at a time, so a huge row group stays bounded,
+and nothing is read ahead of the batch being consumed (the dataset scanner reads row groups
+ahead, far past a row limit, and hangs on some corrupt footers).
+
+Arrow IPC files are not memory-mapped: a mapped page can change after it was verified, and a
+file truncated under a mapping kills the process with SIGBUS. They are read through the same
+verified reader, which proves each 4 MiB chunk it touches and hands pyarrow zero-copy views of
+the proven bytes; only the record-batch buffers of needed columns are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from cards.errors import TableTooLarge, TableUnreadable, UnsupportedMediaType
+from cas._isolated import isolated
+from cas._verified import VerifiedReader
+
+PARQUET = "application/vnd.apache.parquet"
+ARROW_FILE = "application/vnd.apache.arrow.file"
+SUPPORTED_MEDIA_TYPES = (PARQUET, ARROW_FILE)
+MIN_BATCH_ROWS = 1 << 10
+MAX_BATCH_ROWS = 1 << 17
+TARGET_BATCH_BYTES = 8 << 20
+STREAM_BUFFER_BYTES = 1 << 20
+_MAGIC = {PARQUET: b"PAR1", ARROW_FILE: b"ARROW1"}
+
+
+@dataclass(frozen=True, slots=True)
+class TableBounds:
+    """Bounds on what a table's metadata may claim before it is parsed or used."""
+
+    max_columns: int
+    max_footer_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """What to read: output `columns`, an optional filter, every column needed, rows to skip.
+
+    `skip_rows` may be skipped unread (never with a filter); at most `keep_rows` rows are kept.
+    """
+
+    columns: list[str]
+    expression: pc.Expression | None
+    needed: frozenset[str]
+    skip_rows: int
+    keep_rows: int
+
+
+class TableFile(Protocol):
+    """An open table: its schema, and a way to stream batches of a scan."""
+
+    schema: pa.Schema
+
+    def batches(self, scan: Scan) -> tuple[int, Iterator[pa.RecordBatch]]:
+        """Rows skipped without reading them, and the filtered, projected batches."""
+        ...
+
+
+def check_media_type(media_type: str) -> str:
+    """Accept a media type slicing can read.
+
+    Raises:
+        UnsupportedMediaType: any other media type.
+    """
+    if media_type not in SUPPORTED_MEDIA_TYPES:
+        raise UnsupportedMediaType(media_type, SUPPORTED_MEDIA_TYPES)
+    return media_type
+
+
+def open_table(media_type: str, reader: VerifiedReader, bounds: TableBounds) -> TableFile:
+    """Open a verified object as a table of `media_type`, checking its metadata bounds.
+
+    Raises:
+        UnsupportedMediaType: `media_type` is not supported.
+        TableUnreadable: the trailer or metadata is malformed.
+        TableTooLarge: the footer or the column count exceeds `bounds`.
+        IntegrityError: a chunk read differs from its manifest digest.
+    """
+    check_trailer(reader, check_media_type(media_type), bounds)
+    table: TableFile = (ParquetTable if media_type == PARQUET else IpcTable)(reader, bounds)
+    check_width(len(table.schema.names), bounds)  # decoding every name raises UnicodeError early
+    return table
+
+
+def check_trailer(reader: VerifiedReader, media_type: str, bounds: TableBounds) -> None:
+    """Check the magic bytes and footer length at the end of the file, before any parsing.
+
+    Raises:
+        TableUnreadable: the file is too short, lacks the magic, or claims an impossible footer.
+        TableTooLarge: the footer is longer than `bounds.max_footer_bytes`.
+    """
+    magic = _MAGIC[media_type]
+    tail = 4 + len(magic)
+    if reader.size < tail + len(magic):
+        raise TableUnreadable("the file is too short to be a table")
+    reader.seek(reader.size - tail)
+    raw = reader.read(tail)
+    reader.seek(0)
+    if raw[4:] != magic:
+        raise TableUnreadable("the file does not end with its format's magic bytes")
+    length = int.from_bytes(raw[:4], "little", signed=True)
+    if length <= 0 or length > reader.size - tail:
+        raise TableUnreadable(f"the footer claims an impossible length of {length} bytes")
+    if length > bounds.max_footer_bytes:
+        raise TableTooLarge(
+            f"the {length}-byte footer exceeds the {bounds.max_footer_bytes}-byte bound",
+            limit=bounds.max_footer_bytes,
+        )
+
+
+def check_width(columns: int, bounds: TableBounds) -> None:
+    """Refuse a table with more columns than the bound.
+
+    Raises:
+        TableTooLarge: `columns` exceeds `bounds.max_columns`.
+    """
+    if columns > bounds.max_columns:
+        raise TableTooLarge(
+            f"the table has {columns} columns, more than the bound of {bounds.max_columns}",
+            limit=bounds.max_columns,
+        )
+
+
+class ParquetTable:
+    """A Parquet file: row groups pruned by statistics, then read lazily, page by page."""
+
+    def __init__(self, reader: VerifiedReader, bounds: TableBounds) -> None:
+        self.reader = reader
+        self._file = pa.PythonFile(reader, mode="r")
+        self._bounds = bounds
+        self._parquet = pq.ParquetFile(
+            self._file,
+            buffer_size=STREAM_BUFFER_BYTES,
+            pre_buffer=False,
+            thrift_string_size_limit=bounds.max_footer_bytes,
+            arrow_extensions_enabled=False,
+        )
+        self.metadata = self._parquet.metadata
+        check_width(self.metadata.num_columns, bounds)
+        self.schema = self._parquet.schema_arrow
+
+    def batches(self, scan: Scan) -> tuple[int, Iterator[pa.RecordBatch]]:
+        """Rows skipped by whole row groups, and the scan's batches in file order."""
+        groups, row_bytes = self._plan(scan)
+        groups, skipped = _skip(groups, self.metadata, scan.skip_rows)
+        if not groups:
+            return skipped, iter(())
+        rows = min(MAX_BATCH_ROWS, TARGET_BATCH_BYTES / max(1.0, row_bytes))
+        if scan.expression is None:  # every row read is kept: read no further than needed
+            rows = min(rows, max(MIN_BATCH_ROWS, scan.skip_rows - skipped + scan.keep_rows))
+        stream = self._parquet.iter_batches(
+            batch_size=max(1, int(rows)),
+            row_groups=groups,
+            columns=[name for name in self.schema.names if name in scan.needed],
+            use_threads=True,
+        )
+        return skipped, _filtered(stream, scan)
+
+    def _plan(self, scan: Scan) -> tuple[list[int], float]:
+        """The row groups to read, in file order, and the widest row they hold, in bytes.
+
+        Without a filter nothing is pruned, and rows are measured by row-group totals: the
+        column-chunk metadata that would measure only the needed columns is unsafe to touch here.
+        """
+        count = self.metadata.num_row_groups
+        if scan.expression is None:
+            groups = list(range(count))
+            widths = (self.metadata.row_group(g) for g in groups)
+            return groups, max((m.total_byte_size / max(1, m.num_rows) for m in widths), default=1)
+        answer = isolated(lambda: self._pruned(scan), self.reader)
+        if not isinstance(answer, dict):
+            raise TableUnreadable("the row-group check answered nonsense")
+        chosen, row_bytes = answer.get("groups"), answer.get("row_bytes")
+        if not isinstance(row_bytes, int | float) or not isinstance(chosen, list):
+            raise TableUnreadable("the row-group check answered nonsense")
+        if not all(isinstance(g, int) and 0 <= g < count for g in chosen):
+            raise TableUnreadable("the row-group check answered nonsense")
+        return sorted(set(chosen)), float(row_bytes)
+
+    def _pruned(self, scan: Scan) -> dict[str, object]:
+        """Statistics pruning and row widths: column-chunk metadata, so this runs `isolated`."""
+        options = ds.ParquetFragmentScanOptions(
+            thrift_string_size_limit=self._bounds.max_footer_bytes,
+            arrow_extensions_enabled=False,
+        )
+        file_format = ds.ParquetFileFormat(default_fragment_scan_options=options)
+        # A fresh PythonFile: the inherited one's lock may have been held by another thread.
+        fragment = file_format.make_fragment(pa.PythonFile(self.reader, mode="r"))
+        groups = [group.id for group in fragment.subset(filter=scan.expression).row_groups]
+        leaves = _leaf_indices(self.schema, self.metadata.num_columns, scan.needed)
+        widest = 1.0
+        for group in groups:
+            meta = self.metadata.row_group(group)
+            size = sum(meta.column(j).total_uncompressed_size for j in leaves)
+            widest = max(widest, size / max(1, meta.num_rows))
+        return {"groups": groups, "row_bytes": widest}
+
+
+def _leaf_indices(schema: pa.Schema, num_leaves: int, names: frozenset[str]) -> list[int]:
+    """The Parquet leaf columns of the top-level fields `names` (all, if the shapes disagree)."""
+    indices: list[int] = []
+    start = 0
+    for field in schema:
+        count = _leaves(field.type)
+        if field.name in names:
+            indices.extend(range(start, start + count))
+        start += count
+    return indices if start == num_leaves else list(range(num_leaves))
+
+
+def _leaves(dtype: pa.DataType) -> int:
+    return sum(_leaves(dtype.field(i).type) for i in range(dtype.num_fields)) or 1
+
+
+def _skip(groups: list[int], metadata: pq.FileMetaData, skip_rows: int) -> tuple[list[int], int]:
+    """Drop leading row groups that lie wholly within the first `skip_rows` rows."""
+    skipped = 0
+    for position, group in enumerate(groups):
+        rows = metadata.row_group(group).num_rows
+        if skipped + rows > skip_rows:
+            return groups[position:], skipped
+        skipped += rows
+    return [], skipped
+
+
+class IpcTable:
+    """An Arrow IPC file, read batch by batch with only the needed columns' buffers."""
+
+    def __init__(self, reader: VerifiedReader, bounds: TableBounds) -> None:
+        self._file = pa.PythonFile(reader, mode="r")
+        opened = ipc.open_file(self._file)
+        self.schema = opened.schema
+        self.num_batches: int = opened.num_record_batches
+
+    def batches(self, scan: Scan) -> tuple[int, Iterator[pa.RecordBatch]]:
+        """Nothing is skipped unread; the batches are filtered and projected in file order."""
+        wanted = scan.needed or frozenset(self.schema.names[:1])
+        fields = sorted(self.schema.get_field_index(name) for name in wanted)
+        options = ipc.IpcReadOptions(
+            ensure_alignment=ipc.Alignment.DataTypeSpecific, included_fields=fields
+        )
+        reader = ipc.open_file(self._file, options=options)
+        stream = (reader.get_batch(index) for index in range(reader.num_record_batches))
+        # IPC buffers are taken as written: without full validation, corrupt offsets make
+        # compute kernels read out of bounds (observed as segfaults when fuzzing pyarrow 26).
+        return 0, _filtered(stream, scan, validate=True)
+
+
+def _filtered(
+    batches: Iterator[pa.RecordBatch], scan: Scan, *, validate: bool = False
+) -> Iterator[pa.RecordBatch]:
+    """Apply the scan's filter and projection to each batch, lazily."""
+    for batch in batches:
+        if validate:
+            batch.validate(full=True)
+        if scan.expression is not None:
+            batch = batch.filter(scan.expression)
+        yield batch.select(scan.columns)
