@@ -19,6 +19,7 @@ from harness_plugin import _views
 from harness_plugin._progress import progress_for
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_lines, status_view
+from harness_plugin._table_commands import FORMATS, show, show_lines, slice_view
 from harness_plugin.config import load_config
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -173,6 +174,38 @@ def _resolve(args: argparse.Namespace) -> Outcome:
     return Outcome(view, _views.resolve_lines(view))
 
 
+# -- show and slice -----------------------------------------------------------------------
+
+
+def _show_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiment_id")
+    p.add_argument("--current-source-version", help="compare freshness against this version")
+
+
+def _show(args: argparse.Namespace) -> Outcome:
+    runtime, store = _start(args)
+    limits = runtime.config.slice.resolve()
+    view = show(store, args.experiment_id, args.current_source_version, limits)
+    return Outcome(view, show_lines(view))
+
+
+def _slice_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiment_id")
+    p.add_argument("--columns", help="comma-separated columns (default: all)")
+    p.add_argument("--where", help='filter, e.g. "cohort in (1, 2) and dose >= 10"')
+    p.add_argument("--limit", type=int, help="at most N rows (default and maximum: the limit)")
+    p.add_argument("--offset", type=int, default=0, help="skip the first N matching rows")
+    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--out", help="write the rows to a new FILE (atomically) instead of stdout")
+    p.add_argument("--current-source-version", help="compare freshness against this version")
+
+
+def _slice(args: argparse.Namespace) -> Outcome:
+    runtime, store = _start(args)
+    view, lines = slice_view(store, args, runtime.config.slice.resolve(), sys.stdout)
+    return Outcome(view, lines)
+
+
 # -- search -------------------------------------------------------------------------------
 
 
@@ -281,6 +314,8 @@ _Run = Callable[[argparse.Namespace], Outcome]
 _COMMANDS: dict[str, tuple[str, _Configure, _Run]] = {
     "record": ("record an exported file and its experiment card", _record_args, _record),
     "resolve": ("verify an experiment's bytes and print their path", _resolve_args, _resolve),
+    "show": ("the card and, for a table, its schema, sizes and statistics", _show_args, _show),
+    "slice": ("read chosen columns and rows of a table result, bounded", _slice_args, _slice),
     "search": ("search this project's experiment cards", _search_args, _search),
     "fsck": ("check every object and card of the project", _fsck_args, _fsck),
     "status": ("content-free counts and settings", _no_args, _status),

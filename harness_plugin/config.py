@@ -26,6 +26,7 @@ from cards import (
     parse_project_id,
 )
 from cas import IntegrityMode, ProjectStore
+from cas._slice import DEFAULT_SLICE_LIMITS, SliceLimits
 
 CONFIG_ENV = "ARTMEM_CONFIG"
 MAX_CONFIG_BYTES = 1 << 20
@@ -139,6 +140,27 @@ class HonchoConfig(BaseModel):
         return key
 
 
+class SliceConfig(BaseModel):
+    """Bounds on slices (`artmem slice`, kernels' `read_slice`); each may only be lowered."""
+
+    model_config = _STRICT
+
+    max_rows: int | None = None
+    max_bytes: int | None = None
+    max_columns: int | None = None
+    max_footer_bytes: int | None = None
+    max_read_bytes: int | None = None
+    max_filter_chars: int | None = None
+
+    def resolve(self) -> SliceLimits:
+        """The effective slice limits.
+
+        Raises:
+            ConfigError: a value is not a positive integer at most its default.
+        """
+        return DEFAULT_SLICE_LIMITS.lowered(**self.model_dump(exclude_none=True))
+
+
 class ToolsConfig(BaseModel):
     """Which tools the host surface offers; the artifact tools are off unless enabled."""
 
@@ -160,6 +182,7 @@ class Config(BaseModel):
     limits: LimitsConfig = LimitsConfig()
     honcho: HonchoConfig = HonchoConfig()
     tools: ToolsConfig = ToolsConfig()
+    slice: SliceConfig = SliceConfig()
 
     @model_validator(mode="after")
     def _roots_are_safe(self) -> Self:
@@ -180,6 +203,7 @@ class Config(BaseModel):
         if len(set(ids)) != len(ids):
             raise ValueError("project ids must be unique")
         self.limits.resolve()
+        self.slice.resolve()
         return self
 
     @property
