@@ -19,13 +19,22 @@ def canonical_json(value: object) -> bytes:
     Raises:
         InvalidInput: `value` holds a float, a non-string key or a non-JSON type.
     """
-    _check(value, depth=0)
+    if not _flat(value):
+        _check(value, depth=0)
     return json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     ).encode("utf-8")
 
 
 _MAX_DEPTH = 64
+_SCALARS = (str, int, bool, type(None))
+
+
+def _flat(value: object) -> bool:
+    """A dict of string keys to non-float scalars: the common case (identities), checked fast."""
+    return type(value) is dict and all(
+        type(k) is str and type(v) in _SCALARS for k, v in value.items()
+    )
 
 
 def _check(value: object, depth: int) -> None:

@@ -116,6 +116,18 @@ def _is_symlink(name: str, dir_fd: int) -> bool:
         return False
 
 
+def list_dir_beneath(root_fd: int, parts: Sequence[str]) -> list[str]:
+    """The entry names of the directory `parts` below `root_fd`; none if it is absent or a link."""
+    try:
+        fd = open_dir_beneath(root_fd, parts)
+    except (SourceMissing, PathEscape):
+        return []
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)
+
+
 def make_dirs(root_fd: int, parts: Sequence[str]) -> int:
     """Create (0700) and open the directory `parts` below `root_fd`, following no symlink.
 
@@ -268,20 +280,24 @@ def atomic_write(dir_fd: int, name: str, data: bytes, stage_dir_fd: int, kind: s
             raise StoreIOError(f"cannot write a store file: {exc.strerror}") from exc
 
 
-def read_small(fd: int, max_bytes: int) -> bytes:
+def read_small(fd: int, max_bytes: int, size_hint: int = 65535) -> bytes:
     """Read a whole small file from `fd`, refusing anything larger than `max_bytes`.
+
+    `size_hint` (e.g. from `fstat`) lets a file be read in one call; it is only a hint.
 
     Raises:
         StoreIOError: the file is larger than `max_bytes`.
     """
     chunks: list[bytes] = []
     total = 0
-    while chunk := os.read(fd, 65536):
+    step = min(max(size_hint, 0), max_bytes) + 1
+    while chunk := os.read(fd, step):
         total += len(chunk)
         if total > max_bytes:
             raise StoreIOError(f"a store file is larger than {max_bytes} bytes")
         chunks.append(chunk)
-    return b"".join(chunks)
+        step = 65536
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def is_stale_stage(dir_fd: int, name: str, *, older_than_ns: int) -> bool:

@@ -111,7 +111,7 @@ def _project_fd(store: ProjectStore) -> int | None:
 def _object_sizes(root_fd: int, report: FsckReport) -> dict[str, int]:
     """The size of every entry named like an object; anything else is reported as unknown."""
     sizes: dict[str, int] = {}
-    for shard in sorted(_names(root_fd, (OBJECTS,))):
+    for shard in sorted(_fs.list_dir_beneath(root_fd, (OBJECTS,))):
         try:
             shard_fd = _fs.open_dir_beneath(root_fd, (OBJECTS, shard))
         except (SourceMissing, PathEscape):
@@ -264,14 +264,3 @@ def _quarantine(root_fd: int, layout: ProjectLayout, report: FsckReport) -> None
     finally:
         os.close(quarantine_fd)
     report.invalid_objects.clear()
-
-
-def _names(root_fd: int, parts: tuple[str, ...]) -> list[str]:
-    try:
-        fd = _fs.open_dir_beneath(root_fd, parts)
-    except (SourceMissing, PathEscape):
-        return []
-    try:
-        return os.listdir(fd)
-    finally:
-        os.close(fd)

@@ -17,7 +17,7 @@ import contextlib
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -47,6 +47,7 @@ from cards import (
     parse_session_id,
 )
 from cards.errors import (
+    ArtifactError,
     ArtifactTooLarge,
     CardInvalid,
     ExperimentNotFound,
@@ -115,6 +116,21 @@ class CardProblem:
 
     name: str
     code: str
+
+
+CardStamp = tuple[int, int, int]  # (inode, size, mtime_ns) of a card file
+
+
+@dataclass(frozen=True, slots=True)
+class CardRead:
+    """One card file as `read_cards` found it: the card, or why it could not be used.
+
+    `card` is None when the file was unchanged since the stamp the caller already had.
+    """
+
+    name: str
+    stamp: CardStamp | None
+    card: ExperimentCardV1 | ArtifactError | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,20 +406,56 @@ class ProjectStore:
         """Read every card; malformed, unsupported or misplaced ones are skipped and counted."""
         cards: list[ExperimentCardV1] = []
         problems: list[CardProblem] = []
+        for read in self.read_cards():
+            if isinstance(read.card, ExperimentCardV1):
+                cards.append(read.card)
+            elif read.card is not None:
+                problems.append(CardProblem(name=read.name, code=str(read.card.code)))
+        return CardScan(cards=tuple(cards), problems=tuple(problems))
+
+    def read_cards(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
+        """Every card file, in name order, read through one directory descriptor.
+
+        Files whose stamp (inode, size, mtime) equals `unchanged[name]` are yielded without
+        being read again (`card` is None); a bad file yields its error instead of a card.
+        """
         try:
             with self._project(create=False) as project_fd:
-                names = _list_dir(project_fd, self.layout.cards_dir)
-                for name in sorted(names):
-                    if not name.endswith(CARD_SUFFIX):
-                        continue
-                    try:
-                        exp_id = parse_experiment_id(name.removesuffix(CARD_SUFFIX))
-                        cards.append(self._read_card(project_fd, exp_id))
-                    except (CardInvalid, InvalidInput, ExperimentNotFound, StoreIOError) as exc:
-                        problems.append(CardProblem(name=name, code=str(exc.code)))
+                try:
+                    cards_fd = _fs.open_dir_beneath(project_fd, self.layout.cards_dir)
+                except (SourceMissing, PathEscape):
+                    return
+                try:
+                    for name in sorted(os.listdir(cards_fd)):
+                        if name.endswith(CARD_SUFFIX):
+                            yield self._read_entry(cards_fd, name, (unchanged or {}).get(name))
+                finally:
+                    os.close(cards_fd)
         except ExperimentNotFound:
-            pass
-        return CardScan(cards=tuple(cards), problems=tuple(problems))
+            return
+
+    def _read_entry(self, cards_fd: int, name: str, known: CardStamp | None) -> CardRead:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            exp_id = parse_experiment_id(name.removesuffix(CARD_SUFFIX))
+            fd = os.open(name, flags, dir_fd=cards_fd)
+        except InvalidInput as exc:
+            return CardRead(name, None, exc)
+        except OSError as exc:
+            return CardRead(name, None, CardInvalid(f"the card cannot be opened: {exc.strerror}"))
+        try:
+            st = os.fstat(fd)
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if stamp == known:
+                return CardRead(name, stamp, None)
+            if not stat.S_ISREG(st.st_mode):
+                return CardRead(name, stamp, CardInvalid("the card is not a regular file"))
+            raw = _fs.read_small(fd, MAX_CARD_BYTES, st.st_size)
+            return CardRead(name, stamp, self._checked(parse_card(raw), exp_id))
+        except (CardInvalid, StoreIOError) as exc:
+            return CardRead(name, stamp, exc)  # stamped: a bad file is counted once, not per look
+        finally:
+            os.close(fd)
 
     def set_index_status(self, experiment_id: str, status: IndexStatus) -> ExperimentCardV1:
         """Atomically replace a card's index status.
@@ -510,6 +562,9 @@ class ProjectStore:
             card = parse_card(_fs.read_small(fd, MAX_CARD_BYTES))
         finally:
             os.close(fd)
+        return self._checked(card, exp_id)
+
+    def _checked(self, card: ExperimentCardV1, exp_id: ExperimentId) -> ExperimentCardV1:
         if card.experiment_id != exp_id or card.project_id != self.project_id:
             raise CardInvalid("the card does not belong at this place in this project")
         return card
@@ -526,7 +581,7 @@ class ProjectStore:
 
     def _usage(self, project_fd: int) -> Usage:
         objects = total = 0
-        for shard in _list_dir(project_fd, (OBJECTS,)):
+        for shard in _fs.list_dir_beneath(project_fd, (OBJECTS,)):
             try:
                 shard_fd = _fs.open_dir_beneath(project_fd, (OBJECTS, shard))
             except (SourceMissing, PathEscape):
@@ -561,7 +616,7 @@ class ProjectStore:
             raise QuotaExceeded(f"the project already holds {limit} cards", limit=limit)
 
     def _count_cards(self, project_fd: int) -> int:
-        names = _list_dir(project_fd, self.layout.cards_dir)
+        names = _fs.list_dir_beneath(project_fd, self.layout.cards_dir)
         return sum(1 for name in names if name.endswith(CARD_SUFFIX))
 
     def _check_byte_quota(self, project_fd: int, size: int) -> None:
@@ -657,14 +712,3 @@ def _check_version(value: str | None) -> None:
         return
     if not value or len(value) > 200 or not value.isprintable():
         raise InvalidInput("current_source_version must be 1-200 printable characters")
-
-
-def _list_dir(project_fd: int, parts: tuple[str, ...]) -> list[str]:
-    try:
-        fd = _fs.open_dir_beneath(project_fd, parts)
-    except (SourceMissing, PathEscape):
-        return []
-    try:
-        return os.listdir(fd)
-    finally:
-        os.close(fd)
