@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import pyarrow as pa
@@ -23,7 +23,6 @@ import pyarrow as pa
 from cards import ExperimentCardV1
 from cards.errors import (
     ArtifactError,
-    ConfigError,
     InvalidInput,
     LimitExceeded,
     ObjectMissing,
@@ -33,8 +32,9 @@ from cards.errors import (
 from cas._expr import Node, filter_columns, parse_filter
 from cas._expr_check import compile_filter
 from cas._layout import ProjectLayout
+from cas._slice_limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas._table_info import TableInfo, table_info
-from cas._tables import Scan, TableBounds, TableFile, check_media_type, open_table
+from cas._tables import Scan, TableFile, check_media_type, open_table
 from cas._verified import (
     ReadStats,
     SliceTarget,
@@ -46,44 +46,6 @@ from cas._verified import (
 ROW_LIMIT = "row_limit"
 BYTE_BUDGET = "byte_budget"
 _MAX_OFFSET = 2**63 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class SliceLimits:
-    """The operator's ceilings on slices; they may be lowered, never raised."""
-
-    max_rows: int = 100_000
-    max_bytes: int = 64 * 2**20
-    max_columns: int = 10_000
-    max_footer_bytes: int = 16 * 2**20
-    max_read_bytes: int = 256 * 2**20
-    max_filter_chars: int = 4_000
-
-    def lowered(self, **overrides: int) -> SliceLimits:
-        """These limits with some lowered.
-
-        Raises:
-            ConfigError: a name is unknown, or a value is not a positive integer at most the
-                current one.
-        """
-        for name, value in overrides.items():
-            if name not in {f.name for f in fields(self)}:
-                raise ConfigError(f"slice.{name} is not a known limit")
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"slice.{name} must be a positive integer")
-            if value > getattr(self, name):
-                raise ConfigError(
-                    f"slice.{name} may only be lowered (at most {getattr(self, name)})"
-                )
-        return replace(self, **overrides)
-
-    @property
-    def table_bounds(self) -> TableBounds:
-        """The bounds checked against a table's metadata."""
-        return TableBounds(max_columns=self.max_columns, max_footer_bytes=self.max_footer_bytes)
-
-
-DEFAULT_SLICE_LIMITS = SliceLimits()
 
 
 @dataclass(frozen=True, slots=True)

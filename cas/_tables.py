@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from cards.errors import TableTooLarge, TableUnreadable, UnsupportedMediaType
 from cas._isolated import isolated
+from cas._slice_limits import TableBounds
 from cas._verified import VerifiedReader
 
 PARQUET = "application/vnd.apache.parquet"
@@ -38,14 +39,6 @@ MAX_BATCH_ROWS = 1 << 17
 TARGET_BATCH_BYTES = 8 << 20
 STREAM_BUFFER_BYTES = 1 << 20
 _MAGIC = {PARQUET: b"PAR1", ARROW_FILE: b"ARROW1"}
-
-
-@dataclass(frozen=True, slots=True)
-class TableBounds:
-    """Bounds on what a table's metadata may claim before it is parsed or used."""
-
-    max_columns: int
-    max_footer_bytes: int
 
 
 @dataclass(frozen=True, slots=True)

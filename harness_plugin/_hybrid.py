@@ -20,7 +20,7 @@ from cards import ArtifactError, ExperimentCardV1
 from cas import ProjectStore
 from cas._catalog import SearchHit
 from harness_plugin._catalogs import LiveCatalog
-from indexer import CardSearch, RemoteCardHit
+from indexer._search import CardSearch, RemoteCardHit
 
 RemoteSearch = Callable[[str, int], CardSearch]
 MAX_SUMMARY_CHARS = 400

@@ -9,24 +9,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import httpx
 
 from cards import ExperimentCardV1, NotOwner
 from cas import ProjectStore
 from harness_plugin.config import Config
-from indexer import (
-    CardAdmission,
-    CardIndexer,
-    DeliveryReport,
-    DeliveryWorker,
-    HonchoMemoryService,
-    HonchoSettings,
-    Outbox,
-    Ownership,
-    ReconcileReport,
-    RetryPolicy,
-)
+from indexer._cards import CardAdmission, CardIndexer, ReconcileReport
+from indexer._outbox import Outbox
+from indexer._policy import RetryPolicy
+from indexer._worker import DeliveryReport, DeliveryWorker, Ownership
+
+if TYPE_CHECKING:
+    from indexer.honcho_adapter import HonchoMemoryService
 
 
 @dataclass
@@ -67,7 +63,9 @@ class Runtime:
         return self.indexer.admit(card, maybe_sent=not new_revision)
 
     def service(self) -> HonchoMemoryService:
-        """The Honcho client; only built when something must talk to Honcho."""
+        """The Honcho client; only built (and the SDK only loaded) when something needs it."""
+        from indexer.honcho_adapter import HonchoMemoryService, HonchoSettings
+
         honcho = self.config.honcho
         settings = HonchoSettings(
             base_url=honcho.base_url,

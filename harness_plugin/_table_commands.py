@@ -25,16 +25,15 @@ from cards import (
 )
 from cas import ProjectStore
 from cas._slice import (
-    SliceLimits,
     SliceRequest,
     SliceResult,
     describe_experiment,
     slice_experiment,
 )
+from cas._slice_limits import SliceLimits
 from cas._table_info import TableInfo
 from harness_plugin import _views
 
-FORMATS = ("table", "csv", "jsonl", "parquet")
 MAX_CELL_CHARS = 40
 
 

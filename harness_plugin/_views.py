@@ -13,6 +13,7 @@ from harness_plugin._runtime import SyncReport
 from indexer import OutboxStats
 
 _SUMMARY_PREVIEW_CHARS = 160
+SLICE_FORMATS = ("table", "csv", "jsonl", "parquet")
 
 
 def card_display(card: ExperimentCardV1) -> dict[str, object]:

@@ -19,7 +19,6 @@ from harness_plugin import _views
 from harness_plugin._progress import progress_for
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_lines, status_view
-from harness_plugin._table_commands import FORMATS, show, show_lines, slice_view
 from harness_plugin.config import load_config
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -183,6 +182,8 @@ def _show_args(p: argparse.ArgumentParser) -> None:
 
 
 def _show(args: argparse.Namespace) -> Outcome:
+    from harness_plugin._table_commands import show, show_lines  # pyarrow loads only here
+
     runtime, store = _start(args)
     limits = runtime.config.slice.resolve()
     view = show(store, args.experiment_id, args.current_source_version, limits)
@@ -195,12 +196,14 @@ def _slice_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--where", help='filter, e.g. "cohort in (1, 2) and dose >= 10"')
     p.add_argument("--limit", type=int, help="at most N rows (default and maximum: the limit)")
     p.add_argument("--offset", type=int, default=0, help="skip the first N matching rows")
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--format", choices=_views.SLICE_FORMATS, default="table")
     p.add_argument("--out", help="write the rows to a new FILE (atomically) instead of stdout")
     p.add_argument("--current-source-version", help="compare freshness against this version")
 
 
 def _slice(args: argparse.Namespace) -> Outcome:
+    from harness_plugin._table_commands import slice_view  # pyarrow loads only here
+
     runtime, store = _start(args)
     view, lines = slice_view(store, args, runtime.config.slice.resolve(), sys.stdout)
     return Outcome(view, lines)

@@ -26,7 +26,7 @@ from cards import (
     parse_project_id,
 )
 from cas import IntegrityMode, ProjectStore
-from cas._slice import DEFAULT_SLICE_LIMITS, SliceLimits
+from cas._slice_limits import DEFAULT_SLICE_LIMITS, SliceLimits
 
 CONFIG_ENV = "ARTMEM_CONFIG"
 MAX_CONFIG_BYTES = 1 << 20

@@ -34,6 +34,7 @@ from cards import (
     parse_experiment_id,
 )
 from indexer._entry import OutboundMessage, SessionTarget, cards_session_id, parse_honcho_id
+from indexer._search import CardSearch, RemoteCardHit
 
 MAX_SEARCH_RESULTS = 100
 MAX_HIT_CONTENT_CHARS = 4_000
@@ -50,23 +51,6 @@ class HonchoSettings:
     assistant_peer_id: str
     timeout_s: float = 5.0
     create_workspace: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteCardHit:
-    """A card found through Honcho search, re-validated against the caller's project."""
-
-    experiment_id: str
-    artifact_id: str
-    content: str
-
-
-@dataclass(frozen=True, slots=True)
-class CardSearch:
-    """Remote hits for one project, and how many foreign or malformed hits were dropped."""
-
-    hits: list[RemoteCardHit]
-    dropped: int = 0
 
 
 @contextlib.contextmanager
