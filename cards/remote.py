@@ -156,6 +156,43 @@ def card_delivery_id(project_id: ProjectId, experiment_id: ExperimentId, revisio
     return hashlib.sha256(canonical_json(identity)).hexdigest()
 
 
+CONVERSATION_DELIVERY_TAG: Final = "artmem/conversation/v1"
+
+
+def conversation_delivery_id(
+    *,
+    workspace_id: str,
+    user_peer_id: str,
+    honcho_session_id: str,
+    project_id: str,
+    dsh_session_id: str,
+    turn: int,
+    event_seqs: Sequence[int],
+    messages: Sequence[tuple[str, str]],
+) -> str:
+    """The delivery id of one captured exchange (spec §12.2), 64 hex characters.
+
+    A SHA-256 over a version tag, the workspace, user peer, Honcho session and project, the
+    exact harness session, turn and event sequence numbers, and the redacted `(role, content)`
+    payload.
+
+    Raises:
+        InvalidInput: a value cannot be encoded canonically (e.g. a float).
+    """
+    document = {
+        "tag": CONVERSATION_DELIVERY_TAG,
+        "workspace_id": workspace_id,
+        "user_peer_id": user_peer_id,
+        "honcho_session_id": honcho_session_id,
+        "project_id": project_id,
+        "dsh_session_id": dsh_session_id,
+        "turn": turn,
+        "event_seqs": list(event_seqs),
+        "messages": [[role, content] for role, content in messages],
+    }
+    return hashlib.sha256(canonical_json(document)).hexdigest()
+
+
 def project_card(card: ExperimentCardV1) -> RemoteCard | ProjectionSkipped:
     """Build the remote projection of `card`, or say why it must stay local."""
     fields = _sanitise(card)

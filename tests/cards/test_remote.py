@@ -446,3 +446,32 @@ def test_every_projection_is_bounded_allowlisted_and_clean(fields):
 
 def test_redaction_bound_exceeds_every_card_field():
     assert MAX_REDACT_CHARS > MAX_CONTENT_CHARS
+
+
+def test_conversation_delivery_ids_cover_every_field_of_spec_12_2():
+    from cards import conversation_delivery_id
+
+    base = {
+        "workspace_id": "ws",
+        "user_peer_id": "alice",
+        "honcho_session_id": "dsh_abc",
+        "project_id": "trial-analysis",
+        "dsh_session_id": "session-1",
+        "turn": 3,
+        "event_seqs": [10, 11],
+        "messages": [("user", "hello"), ("assistant", "hi")],
+    }
+    reference = conversation_delivery_id(**base)
+    assert len(reference) == 64 and reference == conversation_delivery_id(**base)
+    changes = {
+        "workspace_id": "ws2",
+        "user_peer_id": "bob",
+        "honcho_session_id": "dsh_def",
+        "project_id": "other",
+        "dsh_session_id": "session-2",
+        "turn": 4,
+        "event_seqs": [10, 12],
+        "messages": [("user", "hello!"), ("assistant", "hi")],
+    }
+    for field, value in changes.items():
+        assert conversation_delivery_id(**{**base, field: value}) != reference, field
