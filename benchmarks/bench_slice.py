@@ -50,7 +50,7 @@ ROW_GROUPS = 8
 FLOAT_COLUMNS = 14
 MAX_SLICE_ROWS = 100_000  # the default row ceiling of a slice
 TIME_TARGET = 1.5
-QUERIES = ("ours", "duckdb", "full_read")
+QUERIES = ("ours", "artmem_slice", "duckdb", "full_read")
 
 
 # -- setup ------------------------------------------------------------------------------------
@@ -148,6 +148,30 @@ def ours(artifact_root: str, experiment: str, low: int, high: int) -> dict[str, 
     return summary
 
 
+def artmem_slice(config: str, experiment: str, low: int, high: int, out: str) -> dict[str, Scalar]:
+    """The whole `artmem slice` command in a fresh process: configuration, checks, Parquet out."""
+    started = time.perf_counter()
+    import contextlib
+    import io
+
+    from harness_plugin.cli import main
+
+    start = time.perf_counter()
+    argv = ["--config", config, "--project", PROJECT, "slice", experiment, "--columns", "k,a",
+            "--where", f"k >= {low} and k < {high}", "--format", "parquet", "--out", out,
+            "--json"]  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main(argv)
+    seconds = time.perf_counter() - start
+    if code != 0:
+        raise RuntimeError(f"artmem slice exited {code}")
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out)
+    os.unlink(out)
+    return _summary(table, seconds, start - started)
+
+
 def duckdb_query(path: str, low: int, high: int) -> dict[str, Scalar]:
     """The same query in DuckDB, reading the same stored object, into an Arrow table."""
     started = time.perf_counter()
@@ -187,6 +211,12 @@ def _run(name: str, setup: dict[str, str | int]) -> tuple[ChildResult, float]:
         child = run_child(
             "bench_slice", "ours", artifact_root=artifact_root, experiment=experiment, low=low,
             high=high,
+        )  # fmt: skip
+    elif name == "artmem_slice":
+        out = os.path.join(str(setup["workdir"]), "slice-out.parquet")
+        child = run_child(
+            "bench_slice", "artmem_slice", config=setup["config"], experiment=setup["experiment"],
+            low=low, high=high, out=out,
         )  # fmt: skip
     elif name == "duckdb":
         child = run_child("bench_slice", "duckdb_query", path=setup["path"], low=low, high=high)
@@ -243,6 +273,8 @@ def _report(
              f"<= {TIME_TARGET}", verdict(time_ratio <= TIME_TARGET)],
             ["ours / DuckDB time, whole processes (medians)", f"{whole_ratio:.2f}", "", ""],
             ["ours / DuckDB time, whole processes less imports", f"{bare_ratio:.2f}", "", ""],
+            ["artmem slice / DuckDB, whole processes (medians)",
+             f"{median(whole['artmem_slice']) / median(whole['duckdb']):.2f}", "", ""],
             ["ours / full-read time, in-process (medians)",
              f"{median(inner['ours']) / median(inner['full_read']):.3f}", "", ""],
             ["ours / full-read peak RSS", f"{peak['ours'] / peak['full_read']:.3f}",
@@ -282,6 +314,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _write_config(workdir: str, rlm_root: str, artifact_root: str) -> str:
+    """A configuration for the `artmem slice` runs, over the benchmark's own store."""
+    project_root = make_dirs(os.path.join(workdir, "work"))
+    path = os.path.join(workdir, "artmem.toml")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(
+            f'artifact_root = "{artifact_root}"\nrlm_root = "{rlm_root}"\n'
+            f'state_root = "{os.path.join(workdir, "state")}"\n'
+            f'[[projects]]\nid = "{PROJECT}"\nroot = "{project_root}"\n'
+        )
+    return path
+
+
 def _bench(workdir: str, size: int, repeat: int) -> None:
     rlm_root, artifact_root = os.path.join(workdir, "rlm"), os.path.join(workdir, "store")
     exports = make_dirs(os.path.join(rlm_root, "sessions", SESSION, "exports"))
@@ -297,6 +342,8 @@ def _bench(workdir: str, size: int, repeat: int) -> None:
     low = rows // 2 + 12_345
     setup: dict[str, str | int] = {
         "artifact_root": artifact_root,
+        "workdir": workdir,
+        "config": _write_config(workdir, rlm_root, artifact_root),
         "experiment": recorded.text("experiment"),
         "path": recorded.text("path"),
         "low": low,
