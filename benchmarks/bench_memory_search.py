@@ -11,31 +11,23 @@ DESIGN.md §8: local search p95 under 5 ms.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import random
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import machine_line, percentile, print_table  # noqa: E402
 from _fake_server import fake_honcho  # noqa: E402
+from bench_search import PROJECT, Corpus, make_card, make_queries  # noqa: E402
 
 from cards import (  # noqa: E402
-    ArtifactRefV1,
     ExperimentCardV1,
-    IndexState,
-    IndexStatus,
-    ProjectId,
-    QueryFingerprint,
     RemoteCard,
-    artifact_id_for_bytes,
     dump_card,
-    experiment_id,
     project_card,
 )
 from harness_plugin._caller import parse_caller  # noqa: E402
@@ -52,59 +44,16 @@ from indexer import (  # noqa: E402
 )
 
 KEY = "bench-search-key"
-PROJECT = "bench-project"
-WORDS = (
-    "cohort response dose survival baseline placebo arm trial week visit biomarker serum "
-    "plasma age sex region site adverse event hazard ratio median interval kaplan meier "
-    "treatment control follow-up endpoint primary secondary interim analysis subgroup"
-).split()
-
-
-def _card(n: int, rng: random.Random, now: datetime) -> ExperimentCardV1:
-    content = f"bench-object-{n}".encode()
-    artifact = artifact_id_for_bytes(content)
-    fingerprint = hashlib.sha256(f"query-{n}".encode()).hexdigest()
-    words = rng.sample(WORDS, 6)
-    moment = now - timedelta(minutes=n)
-    return ExperimentCardV1(
-        schema_version=1,
-        experiment_id=experiment_id(
-            ProjectId(PROJECT), artifact, QueryFingerprint(fingerprint), f"snap-{n % 50}"
-        ),
-        artifact=ArtifactRefV1(
-            schema_version=1,
-            artifact_id=artifact,
-            sha256=hashlib.sha256(content).hexdigest(),
-            bytes=len(content),
-            media_type="application/vnd.apache.parquet",
-            created_at=moment,
-        ),
-        chunk_manifest_sha256="0" * 64,
-        title=" ".join(words[:3]).capitalize() + f" table {n}",
-        summary="Per-patient " + " ".join(words) + " results.",
-        query_fingerprint=fingerprint,
-        source="warehouse",
-        source_version=f"snap-{n % 50}",
-        columns=words[:4],
-        tags=words[3:5],
-        project_id=PROJECT,
-        session_id=f"session-{n % 97}",
-        producer="artmem bench",
-        created_at=moment,
-        updated_at=moment,
-        index=IndexStatus(state=IndexState.INDEXED),
-    )
 
 
 def _populate(config_doc: dict[str, object], count: int) -> list[ExperimentCardV1]:
-    """Write `count` valid cards straight into the store's cards directory."""
+    """Write `count` valid cards (the search benchmark's corpus) into the cards directory."""
     config = config_from_mapping(config_doc)
     store = config.store(PROJECT)
     cards_dir = Path(store.artifact_root).joinpath(*store.layout.root, *store.layout.cards_dir)
     cards_dir.mkdir(parents=True, mode=0o700)
-    rng = random.Random(7)
-    now = datetime.now(UTC)
-    cards = [_card(n, rng, now) for n in range(count)]
+    corpus = Corpus(random.Random(7))
+    cards = [make_card(corpus, n) for n in range(count)]
     for card in cards:
         (cards_dir / f"{card.experiment_id}.json").write_bytes(dump_card(card))
     return cards
@@ -130,22 +79,6 @@ def _index_remote(url: str, cards: list[ExperimentCardV1], count: int) -> None:
             service.deliver(target, [message])
     finally:
         service.close()
-
-
-def _queries(cards: list[ExperimentCardV1], count: int) -> list[str]:
-    rng = random.Random(11)
-    queries = []
-    for n in range(count):
-        kind = n % 4
-        if kind == 0:
-            queries.append(rng.choice(WORDS))
-        elif kind == 1:
-            queries.append(" ".join(rng.sample(WORDS, 3)))
-        elif kind == 2:
-            queries.append(rng.choice(cards).experiment_id)
-        else:
-            queries.append(f"nothing-matches-{n}")
-    return queries
 
 
 def _measure(host: ToolHost, root: Path, queries: list[str]) -> tuple[float, list[float]]:
@@ -198,7 +131,7 @@ def main() -> None:
             "projects": [{"id": PROJECT, "root": str(root / "work")}],
         }
         cards = _populate(doc, args.cards)
-        queries = _queries(cards, args.queries)
+        queries = [q.text for q in make_queries(Corpus(random.Random(11)), cards, args.queries)]
         environ = {**os.environ, "BENCH_HONCHO_KEY": KEY}
         start = time.perf_counter()
         local_host = ToolHost(Runtime(config_from_mapping(doc), environ=environ))

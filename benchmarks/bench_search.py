@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from _common import percentile  # the benchmarks folder is on sys.path when run as a script
+
 from cards import (
     ArtifactId,
     ArtifactRefV1,
@@ -164,11 +166,6 @@ def _time_ms(run: Callable[[], object]) -> float:
     return (time.perf_counter_ns() - start) / 1e6
 
 
-def _percentile(samples: Sequence[float], pct: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
-
-
 def _latencies(search: Callable[[str], object], queries: Sequence[Query]) -> list[float]:
     for query in queries[: min(len(queries), 20)]:
         search(query.text)  # warm caches (the lazily computed length norms, dict resizes)
@@ -235,8 +232,8 @@ def _report(
     with_hits: int,
 ) -> None:
     build_ms = statistics.median(builds)
-    p50, p95 = _percentile(indexed, 50), _percentile(indexed, 95)
-    l50, l95 = _percentile(linear, 50), _percentile(linear, 95)
+    p50, p95 = percentile(indexed, 50), percentile(indexed, 95)
+    l50, l95 = percentile(linear, 50), percentile(linear, 95)
     print(
         f"local card search: {card_count:,} cards, {len(queries)} queries, limit {LIMIT}; "
         f"python {platform.python_version()} on {platform.machine()}; "
@@ -249,9 +246,9 @@ def _report(
     _row("search max", f"{max(indexed):.3f} ms")
     for kind in dict.fromkeys(query.kind for query in queries):
         samples = [ms for ms, q in zip(indexed, queries, strict=True) if q.kind == kind]
-        _row(f"  p95 {kind} ({len(samples)})", f"{_percentile(samples, 95):.3f} ms")
-    _row("search p50 right after a put", f"{_percentile(cold, 50):.3f} ms")
-    _row("search p95 right after a put", f"{_percentile(cold, 95):.3f} ms")
+        _row(f"  p95 {kind} ({len(samples)})", f"{percentile(samples, 95):.3f} ms")
+    _row("search p50 right after a put", f"{percentile(cold, 50):.3f} ms")
+    _row("search p95 right after a put", f"{percentile(cold, 95):.3f} ms")
     _row("queries with at least one hit", f"{with_hits}/{len(queries)}")
     _row("baseline linear scan p50", f"{l50:.3f} ms")
     _row("baseline linear scan p95", f"{l95:.3f} ms")

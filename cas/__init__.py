@@ -6,8 +6,9 @@ loads the store's write path.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from cards._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from cas._chunks import CHUNK_BYTES, ChunkManifest, parse_manifest
@@ -84,14 +85,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cas' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

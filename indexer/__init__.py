@@ -5,8 +5,9 @@ Names load lazily (PEP 562): a local-only command never loads the Honcho SDK.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from cards._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from indexer._cards import CardAdmission, CardIndexer, ReconcileReport
@@ -87,14 +88,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'indexer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

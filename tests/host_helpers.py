@@ -60,3 +60,16 @@ def export(tmp: Path, name: str, data: bytes, session: str = "s1") -> Path:
 
 def environ() -> dict[str, str]:
     return {**os.environ, "ARTMEM_HOST_TEST_KEY": KEY}
+
+
+def write_config(tmp: Path, extra: str = "", project_dir: str = "trial") -> tuple[Path, Path]:
+    """An `artmem.toml` over roots in `tmp` with project trial-analysis; (config, project root)."""
+    project_root = tmp / "work" / project_dir
+    project_root.mkdir(parents=True, exist_ok=True)
+    config = tmp / "artmem.toml"
+    config.write_text(
+        f'artifact_root = "{tmp / "artifacts"}"\nrlm_root = "{tmp / "rlm"}"\n'
+        f'state_root = "{tmp / "state"}"\n'
+        f'[[projects]]\nid = "trial-analysis"\nroot = "{project_root}"\n' + extra
+    )
+    return config, project_root

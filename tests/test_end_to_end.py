@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from host_helpers import write_config
 
 from indexer.testing import FakeHoncho
 
@@ -101,16 +102,11 @@ def _bridge_result(reply: dict) -> dict:
 def test_two_kernels_record_find_resolve_and_slice(tmp_path):
     fake = FakeHoncho(api_key=KEY)
     with fake.serve() as base_url:
-        project_root = tmp_path / "work" / "trial-analysis"
-        project_root.mkdir(parents=True)
-        config = tmp_path / "artmem.toml"
-        config.write_text(
-            f'artifact_root = "{tmp_path / "artifacts"}"\nrlm_root = "{tmp_path / "rlm"}"\n'
-            f'state_root = "{tmp_path / "state"}"\n'
-            f'[[projects]]\nid = "trial-analysis"\nroot = "{project_root}"\n'
+        config, project_root = write_config(
+            tmp_path,
             "[tools]\nartifact_memory = true\n"
             f'[honcho]\nenabled = true\nbase_url = "{base_url}"\nworkspace_id = "artmem-e2e"\n'
-            'api_key_env = "ARTMEM_E2E_KEY"\ncreate_workspace = true\n'
+            'api_key_env = "ARTMEM_E2E_KEY"\ncreate_workspace = true\n',
         )
         sessions = {}
         for name in ("sess-A", "sess-B"):

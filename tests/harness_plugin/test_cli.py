@@ -11,21 +11,14 @@ from pathlib import Path
 
 import pytest
 from conftest import fingerprint
+from host_helpers import write_config
 
 from harness_plugin.cli import main
 
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    project_root = tmp_path / "work" / "trial"
-    project_root.mkdir(parents=True)
-    config = tmp_path / "artmem.toml"
-    config.write_text(
-        f'artifact_root = "{tmp_path / "artifacts"}"\n'
-        f'rlm_root = "{tmp_path / "rlm"}"\n'
-        f'state_root = "{tmp_path / "state"}"\n'
-        f'[[projects]]\nid = "trial-analysis"\nroot = "{project_root}"\n'
-    )
+    config, project_root = write_config(tmp_path)
     monkeypatch.setenv("ARTMEM_CONFIG", str(config))
     monkeypatch.chdir(project_root)
     exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"

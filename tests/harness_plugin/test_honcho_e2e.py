@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import fingerprint
+from host_helpers import write_config
 
 from harness_plugin.cli import main
 from indexer.testing import FakeHoncho
@@ -26,18 +27,12 @@ def fake():
 @pytest.fixture
 def env(tmp_path, monkeypatch, fake):
     with fake.serve() as base_url:
-        project_root = tmp_path / "work" / "trial"
-        project_root.mkdir(parents=True)
-        config = tmp_path / "artmem.toml"
-        config.write_text(
-            f'artifact_root = "{tmp_path / "artifacts"}"\n'
-            f'rlm_root = "{tmp_path / "rlm"}"\n'
-            f'state_root = "{tmp_path / "state"}"\n'
-            f'[[projects]]\nid = "trial-analysis"\nroot = "{project_root}"\n'
+        config, project_root = write_config(
+            tmp_path,
             "[honcho]\nenabled = true\n"
             f'base_url = "{base_url}"\nworkspace_id = "artmem-dev"\n'
             'user_peer_id = "alice"\nassistant_peer_id = "artmem-assistant"\n'
-            'api_key_env = "ARTMEM_TEST_HONCHO_KEY"\ntimeout_s = 2\ncreate_workspace = true\n'
+            'api_key_env = "ARTMEM_TEST_HONCHO_KEY"\ntimeout_s = 2\ncreate_workspace = true\n',
         )
         monkeypatch.setenv("ARTMEM_CONFIG", str(config))
         monkeypatch.setenv("ARTMEM_TEST_HONCHO_KEY", KEY)

@@ -11,22 +11,14 @@ from pathlib import Path
 
 import pytest
 from conftest import fingerprint
-from host_helpers import caller, export
+from host_helpers import caller, export, write_config
 
 ARTMEM = str(Path(sys.executable).parent / "artmem")
 
 
 @pytest.fixture
 def config(tmp_path):
-    (tmp_path / "work" / "trial").mkdir(parents=True)
-    path = tmp_path / "artmem.toml"
-    path.write_text(
-        f'artifact_root = "{tmp_path / "artifacts"}"\nrlm_root = "{tmp_path / "rlm"}"\n'
-        f'state_root = "{tmp_path / "state"}"\n'
-        f'[[projects]]\nid = "trial-analysis"\nroot = "{tmp_path / "work" / "trial"}"\n'
-        "[tools]\nartifact_memory = true\n"
-    )
-    return path
+    return write_config(tmp_path, "[tools]\nartifact_memory = true\n")[0]
 
 
 class Worker:

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import fingerprint
+from host_helpers import write_config
 
 from harness_plugin.cli import main
 
@@ -19,15 +20,7 @@ ROWS = 3000
 
 @pytest.fixture
 def recorded(tmp_path, monkeypatch, capsys):
-    project_root = tmp_path / "work" / "trial"
-    project_root.mkdir(parents=True)
-    config = tmp_path / "artmem.toml"
-    config.write_text(
-        f'artifact_root = "{tmp_path / "artifacts"}"\nrlm_root = "{tmp_path / "rlm"}"\n'
-        f'state_root = "{tmp_path / "state"}"\n'
-        f'[[projects]]\nid = "trial-analysis"\nroot = "{project_root}"\n'
-        "[slice]\nmax_rows = 1000\n"
-    )
+    config, project_root = write_config(tmp_path, "[slice]\nmax_rows = 1000\n")
     monkeypatch.setenv("ARTMEM_CONFIG", str(config))
     monkeypatch.chdir(project_root)
     exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
