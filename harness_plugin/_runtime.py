@@ -11,8 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import httpx
-
 from cards import ExperimentCardV1, NotOwner
 from cas import ProjectStore
 from harness_plugin.config import Config
@@ -22,6 +20,8 @@ from indexer._policy import RetryPolicy
 from indexer._worker import DeliveryReport, DeliveryWorker, Ownership
 
 if TYPE_CHECKING:
+    import httpx
+
     from indexer.honcho_adapter import HonchoMemoryService
 
 
