@@ -177,3 +177,4 @@ class StatusResult(BaseModel):
     honcho: dict[str, object]
     limits: dict[str, int]
     projects: list[dict[str, object]]
+    calls: dict[str, int] = {}  # tool outcomes since start, by tool and error code

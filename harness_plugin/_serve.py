@@ -208,7 +208,7 @@ class JsonlWorker:
         if op == "tools/list":
             return {"tools": [tool.describe() for tool in host.tools.values()]}
         if op == "status":
-            return status_view(self.runtime.config, self.environ)
+            return {**status_view(self.runtime.config, self.environ), "calls": host.metrics()}
         if op in ("events/append", "recall/first-step"):
             raise NotImplementedOp(f"{op} is not implemented yet (conversational memory)")
         raise InvalidRequest("unknown op")

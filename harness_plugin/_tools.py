@@ -9,6 +9,7 @@ the same registry.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from cards import (
+    ArtifactError,
     ExperimentCardV1,
     InvalidInput,
     UnknownTool,
@@ -72,6 +74,7 @@ class ToolHost:
     tools: dict[str, Tool] = field(init=False)
     catalogs: dict[str, LiveCatalog] = field(default_factory=dict, init=False)
     _pool: ThreadPoolExecutor = field(init=False)
+    counters: Counter[str] = field(default_factory=Counter, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
@@ -92,13 +95,29 @@ class ToolHost:
         """
         tool = self.tools.get(name)
         if tool is None:
+            self.count("unknown_tool")
             raise UnknownTool("no tool of that name is available")
         try:
             args = tool.input_model.model_validate(arguments if arguments is not None else {})
+            result = tool.run(self, caller, args)
         except ValidationError as exc:
+            self.count(f"{name}.{InvalidInput.code}")
             raise InvalidInput(f"invalid arguments: {validation_message(exc)}") from exc
-        result = tool.run(self, caller, args)
+        except ArtifactError as exc:
+            self.count(f"{name}.{exc.code}")
+            raise
+        self.count(f"{name}.ok")
         return result.model_dump(mode="json")
+
+    def count(self, event: str) -> None:
+        """Count a content-free event (a tool and an outcome code) for status."""
+        with self._lock:
+            self.counters[event] += 1
+
+    def metrics(self) -> dict[str, int]:
+        """The counters so far, by event name."""
+        with self._lock:
+            return dict(sorted(self.counters.items()))
 
     def project_of(self, caller: Caller) -> str:
         """The configured project whose root holds the caller's working directory."""
@@ -167,6 +186,8 @@ def _record(host: ToolHost, caller: Caller, args: s.ArtifactRecordArgs) -> BaseM
     host.catalogs[project].put(store.load_card(recorded.card.experiment_id))
     if admission.queued:
         host.on_admitted()
+    if recorded.deduplicated:
+        host.count("memory_artifact_record.deduplicated")
     card = recorded.card
     return s.ArtifactRecordResult(
         experiment_id=card.experiment_id,
@@ -184,6 +205,7 @@ def _record(host: ToolHost, caller: Caller, args: s.ArtifactRecordArgs) -> BaseM
 def _resolve(host: ToolHost, caller: Caller, args: s.ArtifactResolveArgs) -> BaseModel:
     store = host.runtime.stores[host.project_of(caller)]
     resolved = store.resolve(args.experiment_id, args.current_source_version)
+    host.count(f"memory_artifact_resolve.{resolved.freshness}")
     return _resolve_view(resolved)
 
 
@@ -238,6 +260,9 @@ def _search(host: ToolHost, caller: Caller, args: s.SearchArgs) -> BaseModel:
         pool=host._pool,
         remote_deadline_s=host.runtime.config.honcho.search_timeout_s,
     )
+    host.count(f"memory_search.remote_{outcome.remote_status}")
+    if outcome.remote_dropped:
+        host.count("memory_search.wrong_project_dropped")
     return s.SearchResult(
         hits=[_hit_view(hit) for hit in outcome.hits],
         remote=s.RemoteView(
@@ -270,4 +295,5 @@ def _hit_view(hit: Hit) -> s.SearchHitView:
 
 def _status(host: ToolHost, caller: Caller, args: s.StatusArgs) -> BaseModel:
     del caller, args
-    return s.StatusResult.model_validate(status_view(host.runtime.config, host.environ))
+    view = status_view(host.runtime.config, host.environ)
+    return s.StatusResult.model_validate({**view, "calls": host.metrics()})

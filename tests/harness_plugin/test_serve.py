@@ -79,6 +79,8 @@ def test_protocol_round_trip_and_shutdown(config, tmp_path):
     assert found["result"]["hits"][0]["experiment_id"] == recorded["result"]["experiment_id"]
     status = worker.ask({"v": 1, "id": 4, "op": "status", "caller": None})
     assert status["ok"] and status["result"]["projects"][0]["cards"] == 1
+    calls = status["result"]["calls"]
+    assert calls["memory_artifact_record.ok"] == 1 and calls["memory_search.remote_disabled"] == 1
     stopping = worker.ask({"v": 1, "id": 5, "op": "shutdown", "caller": None})
     assert stopping == {"v": 1, "id": 5, "ok": True, "result": {"stopping": True}}
     code, log = worker.close()

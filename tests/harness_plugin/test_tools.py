@@ -155,7 +155,13 @@ def test_a_kernel_cannot_record_another_sessions_export(host, tmp_path):
 def test_status_tool_is_content_free(host, tmp_path):
     export(tmp_path, "r.bin", b"x")
     host.call("memory_artifact_record", _record_args("r.bin"), _who(tmp_path))
+    with pytest.raises(ArtifactError):
+        host.call("memory_artifact_resolve", {"experiment_id": "exp_" + "a" * 52}, _who(tmp_path))
     status = host.call("memory_status", {}, _who(tmp_path))
+    assert status["calls"] == {
+        "memory_artifact_record.ok": 1,
+        "memory_artifact_resolve.cas.experiment_not_found": 1,
+    }
     text = str(status)
     assert "Treatment" not in text and str(tmp_path) not in text and "trial-analysis" not in text
 
