@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 from typing import NewType
 
-from cards.canonical import canonical_json
 from cards.errors import InvalidId
 
 ArtifactId = NewType("ArtifactId", str)
@@ -19,16 +19,17 @@ QueryFingerprint = NewType("QueryFingerprint", str)
 
 IDENTITY_SCHEMA_VERSION = 1
 _PROJECT_KEY_DOMAIN = b"artmem/project-key/v1\x00"
+_JSON_STRING = json.JSONEncoder(ensure_ascii=False).encode
 
 # 52 = len(base32url(32 bytes)): 256 bits in 5-bit symbols, padding removed.
 _DIGEST_ID = r"[a-z2-7]{52}"
-_ARTIFACT_ID = re.compile(rf"art_{_DIGEST_ID}")
-_EXPERIMENT_ID = re.compile(rf"exp_{_DIGEST_ID}")
-_PROJECT_KEY = re.compile(rf"prj_{_DIGEST_ID}")
-_PROJECT_ID = re.compile(r"[A-Za-z0-9_-]{1,512}")
+ARTIFACT_ID = re.compile(rf"art_{_DIGEST_ID}")
+EXPERIMENT_ID = re.compile(rf"exp_{_DIGEST_ID}")
+PROJECT_KEY = re.compile(rf"prj_{_DIGEST_ID}")
+PROJECT_ID = re.compile(r"[A-Za-z0-9_-]{1,512}")
 # The kernel runtime's own session-id rule: no leading dot, so never '.' or '..'.
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 def base32url(data: bytes) -> str:
@@ -58,16 +59,17 @@ def experiment_identity(
     query_fingerprint: QueryFingerprint,
     source_version: str,
 ) -> bytes:
-    """The canonical identity JSON that an experiment id is the digest of."""
-    return canonical_json(
-        {
-            "artifact_id": artifact_id,
-            "project_id": project_id,
-            "query_fingerprint": query_fingerprint,
-            "schema_version": IDENTITY_SCHEMA_VERSION,
-            "source_version": source_version,
-        }
-    )
+    """The canonical identity JSON that an experiment id is the digest of.
+
+    Written out directly (keys already in sorted order, each string JSON-encoded) because every
+    card read at start recomputes it; `canonical_json` of the same object gives the same bytes.
+    """
+    encode = _JSON_STRING
+    return (
+        f'{{"artifact_id":{encode(artifact_id)},"project_id":{encode(project_id)},'
+        f'"query_fingerprint":{encode(query_fingerprint)},'
+        f'"schema_version":{IDENTITY_SCHEMA_VERSION},"source_version":{encode(source_version)}}}'
+    ).encode()
 
 
 def experiment_id(
@@ -104,7 +106,7 @@ def parse_artifact_id(value: object) -> ArtifactId:
     Raises:
         InvalidId: `value` is not an artifact id.
     """
-    return ArtifactId(_parse(_ARTIFACT_ID, value, "artifact id"))
+    return ArtifactId(_parse(ARTIFACT_ID, value, "artifact id"))
 
 
 def parse_experiment_id(value: object) -> ExperimentId:
@@ -113,7 +115,7 @@ def parse_experiment_id(value: object) -> ExperimentId:
     Raises:
         InvalidId: `value` is not an experiment id.
     """
-    return ExperimentId(_parse(_EXPERIMENT_ID, value, "experiment id"))
+    return ExperimentId(_parse(EXPERIMENT_ID, value, "experiment id"))
 
 
 def parse_project_key(value: object) -> ProjectKey:
@@ -122,7 +124,7 @@ def parse_project_key(value: object) -> ProjectKey:
     Raises:
         InvalidId: `value` is not a project key.
     """
-    return ProjectKey(_parse(_PROJECT_KEY, value, "project key"))
+    return ProjectKey(_parse(PROJECT_KEY, value, "project key"))
 
 
 def parse_project_id(value: object) -> ProjectId:
@@ -131,7 +133,7 @@ def parse_project_id(value: object) -> ProjectId:
     Raises:
         InvalidId: `value` is not a project id.
     """
-    return ProjectId(_parse(_PROJECT_ID, value, "project id"))
+    return ProjectId(_parse(PROJECT_ID, value, "project id"))
 
 
 def parse_session_id(value: object) -> SessionId:
@@ -140,7 +142,7 @@ def parse_session_id(value: object) -> SessionId:
     Raises:
         InvalidId: `value` is not a session id.
     """
-    return SessionId(_parse(_SESSION_ID, value, "session id"))
+    return SessionId(_parse(SESSION_ID, value, "session id"))
 
 
 def parse_query_fingerprint(value: object) -> QueryFingerprint:
@@ -149,9 +151,9 @@ def parse_query_fingerprint(value: object) -> QueryFingerprint:
     Raises:
         InvalidId: `value` is not a lowercase SHA-256 hex digest.
     """
-    return QueryFingerprint(_parse(_SHA256_HEX, value, "query fingerprint (64 lowercase hex)"))
+    return QueryFingerprint(_parse(SHA256_HEX, value, "query fingerprint (64 lowercase hex)"))
 
 
 def is_sha256_hex(value: str) -> bool:
     """Whether `value` is a lowercase SHA-256 hex digest."""
-    return _SHA256_HEX.fullmatch(value) is not None
+    return SHA256_HEX.fullmatch(value) is not None

@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from cards import _ids
 from cards._ids import (
     ArtifactId,
     ExperimentId,
@@ -25,11 +26,6 @@ from cards._ids import (
     SessionId,
     artifact_id_for_digest,
     experiment_id,
-    parse_artifact_id,
-    parse_experiment_id,
-    parse_project_id,
-    parse_query_fingerprint,
-    parse_session_id,
 )
 from cards.canonical import canonical_json
 from cards.errors import CardInvalid, InvalidInput, UnsupportedVersion
@@ -38,35 +34,9 @@ from cards.policy import DEFAULT_LIMITS, Limits
 CARD_SCHEMA_VERSION: Literal[1] = 1
 ARTIFACT_SCHEMA_VERSION: Literal[1] = 1
 
-# C0 and C1 controls (tab and newline aside, where allowed) have no place in display text: they
-# can rewrite a terminal line or hide text from a person reading a card.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_CONTROL_MULTILINE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
 _ERROR_CODE = re.compile(r"[a-z0-9_.]{1,64}")
 _SHA256 = r"^[0-9a-f]{64}$"
-
-
-def _single_line(value: str) -> str:
-    if _CONTROL.search(value):
-        raise ValueError("control characters are not allowed")
-    if not value.strip():
-        raise ValueError("must not be blank")
-    return value
-
-
-def _multi_line(value: str) -> str:
-    if _CONTROL_MULTILINE.search(value):
-        raise ValueError("control characters other than tab and newline are not allowed")
-    if not value.strip():
-        raise ValueError("must not be blank")
-    return value
-
-
-def _media_type(value: str) -> str:
-    if _MEDIA_TYPE.fullmatch(value) is None:
-        raise ValueError("not a lowercase type/subtype media type")
-    return value
 
 
 def _error_code(value: str) -> str:
@@ -75,23 +45,31 @@ def _error_code(value: str) -> str:
     return value
 
 
+def _anchored(pattern: re.Pattern[str]) -> str:
+    return f"^(?:{pattern.pattern})$"
+
+
+# Display-text rules as patterns, checked in pydantic-core (Rust) rather than a Python callback
+# per field, which matters when thousands of cards are validated at start: no C0/C1 control
+# (tab and newline allowed in the multi-line summary) and at least one non-space character.
+_NO_CONTROL = r"[^\x00-\x1f\x7f-\x9f]"
+_LINE = rf"^{_NO_CONTROL}*[^\s\x00-\x1f\x7f-\x9f]{_NO_CONTROL}*$"
+_NO_CONTROL_ML = r"[^\x00-\x08\x0b-\x1f\x7f-\x9f]"
+_TEXT = rf"^{_NO_CONTROL_ML}*[^\s\x00-\x1f\x7f-\x9f]{_NO_CONTROL_ML}*$"
+
 _L = DEFAULT_LIMITS
-Title = Annotated[str, Field(min_length=1, max_length=_L.title_chars), AfterValidator(_single_line)]
-Summary = Annotated[
-    str, Field(min_length=1, max_length=_L.summary_chars), AfterValidator(_multi_line)
-]
-Label = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_single_line)]
-Tag = Annotated[str, Field(min_length=1, max_length=_L.tag_chars), AfterValidator(_single_line)]
-Column = Annotated[
-    str, Field(min_length=1, max_length=_L.column_chars), AfterValidator(_single_line)
-]
-MediaType = Annotated[str, AfterValidator(_media_type)]
+Title = Annotated[str, Field(min_length=1, max_length=_L.title_chars, pattern=_LINE)]
+Summary = Annotated[str, Field(min_length=1, max_length=_L.summary_chars, pattern=_TEXT)]
+Label = Annotated[str, Field(min_length=1, max_length=200, pattern=_LINE)]
+Tag = Annotated[str, Field(min_length=1, max_length=_L.tag_chars, pattern=_LINE)]
+Column = Annotated[str, Field(min_length=1, max_length=_L.column_chars, pattern=_LINE)]
+MediaType = Annotated[str, Field(pattern=_anchored(_MEDIA_TYPE))]
 Sha256Hex = Annotated[str, Field(pattern=_SHA256)]
-ArtifactIdField = Annotated[str, AfterValidator(parse_artifact_id)]
-ExperimentIdField = Annotated[str, AfterValidator(parse_experiment_id)]
-ProjectIdField = Annotated[str, AfterValidator(parse_project_id)]
-SessionIdField = Annotated[str, AfterValidator(parse_session_id)]
-FingerprintField = Annotated[str, AfterValidator(parse_query_fingerprint)]
+ArtifactIdField = Annotated[str, Field(pattern=_anchored(_ids.ARTIFACT_ID))]
+ExperimentIdField = Annotated[str, Field(pattern=_anchored(_ids.EXPERIMENT_ID))]
+ProjectIdField = Annotated[str, Field(pattern=_anchored(_ids.PROJECT_ID))]
+SessionIdField = Annotated[str, Field(pattern=_anchored(_ids.SESSION_ID))]
+FingerprintField = Annotated[str, Field(pattern=_anchored(_ids.SHA256_HEX))]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, validate_default=True)
 

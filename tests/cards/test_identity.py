@@ -141,3 +141,23 @@ def test_session_ids_never_name_a_parent_or_a_path(text):
 def test_digest_must_be_32_bytes():
     with pytest.raises(InvalidId):
         artifact_id_for_digest(b"short")
+
+
+@given(
+    project=st.from_regex(r"[A-Za-z0-9_-]{1,40}", fullmatch=True),
+    version=st.text(max_size=40),
+    content=st.binary(max_size=8),
+)
+def test_identity_bytes_equal_canonical_json(project, version, content):
+    artifact = artifact_id_for_bytes(content)
+    fp = hashlib.sha256(content).hexdigest()
+    expected = canonical_json(
+        {
+            "artifact_id": artifact,
+            "project_id": project,
+            "query_fingerprint": fp,
+            "schema_version": 1,
+            "source_version": version,
+        }
+    )
+    assert experiment_identity(project, artifact, fp, version) == expected
