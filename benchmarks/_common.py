@@ -387,6 +387,38 @@ class Conditions:
         return f"{quiet}; each {recycle}"
 
 
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    """What a sized benchmark run was asked for: bytes, repeats, and where the workspace goes."""
+
+    size: int
+    repeat: int
+    parent: str
+
+
+def add_size_arguments(parser: argparse.ArgumentParser, *, what: str, runs: str) -> None:
+    """`--size-mib`, `--repeat`, `--quick` and `--dir`, shared by the 1 GiB benchmarks."""
+    parser.add_argument("--size-mib", type=int, default=1024, help=f"{what} size (default 1024)")
+    parser.add_argument("--repeat", type=int, default=3, help=f"{runs} (default 3)")
+    parser.add_argument("--quick", action="store_true", help="64 MiB, 1 repeat (smoke test)")
+    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the workspace goes")
+
+
+def sizing(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, *, min_mib: int, copies: int
+) -> Sizing | None:
+    """The run's sizing, or None (after saying why) when `copies` of it do not fit on disk."""
+    size_mib, repeat = (64, 1) if args.quick else (args.size_mib, args.repeat)
+    if size_mib < min_mib or repeat < 1:
+        parser.error(f"--size-mib must be at least {min_mib} and --repeat at least 1")
+    parent = os.path.abspath(args.dir)
+    refusal = check_free_space(parent, copies * size_mib * MIB)
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
+        return None
+    return Sizing(size_mib * MIB, repeat, parent)
+
+
 def add_condition_arguments(parser: argparse.ArgumentParser) -> None:
     """The --quiet-wait and --no-recycle options shared by the benchmarks."""
     parser.add_argument(

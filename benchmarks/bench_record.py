@@ -22,7 +22,6 @@ import argparse
 import hashlib
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,8 +32,8 @@ from _common import (
     Conditions,
     Scalar,
     add_condition_arguments,
+    add_size_arguments,
     best,
-    check_free_space,
     filesystem_line,
     foreign_load,
     machine_line,
@@ -44,6 +43,7 @@ from _common import (
     print_table,
     remove_tree,
     run_child,
+    sizing,
     verdict,
     workspace,
     write_random_file,
@@ -309,24 +309,16 @@ def _report_ratios(measured: Measured) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--size-mib", type=int, default=1024, help="source size (default 1024)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each workload (default 3)")
-    parser.add_argument("--quick", action="store_true", help="64 MiB, 1 repeat (smoke test)")
-    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the workspace goes")
+    add_size_arguments(parser, what="source", runs="runs of each workload")
     add_condition_arguments(parser)
     args = parser.parse_args(argv)
-    size_mib, repeat = (64, 1) if args.quick else (args.size_mib, args.repeat)
-    if size_mib < 1 or repeat < 1:
-        parser.error("--size-mib and --repeat must be at least 1")
-    size = size_mib * MIB
-    parent = os.path.abspath(args.dir)
     # Source, the last store's object and a dedup stage coexist at the peak; a baseline copy is
     # removed before the next run starts, and the page-cache scratch file is never synced.
-    refusal = check_free_space(parent, 3 * size)
-    if refusal is not None:
-        print(refusal, file=sys.stderr)
+    sized = sizing(parser, args, min_mib=1, copies=3)
+    if sized is None:
         return 2
-    with workspace(parent, "artmem-bench-record-") as workdir:
+    size, repeat = sized.size, sized.repeat
+    with workspace(sized.parent, "artmem-bench-record-") as workdir:
         rlm_root = os.path.join(workdir, "rlm")
         src = os.path.join(
             make_dirs(os.path.join(rlm_root, "sessions", SESSION, "exports")), SOURCE_NAME

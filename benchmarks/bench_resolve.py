@@ -16,7 +16,6 @@ import argparse
 import hashlib
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 
@@ -26,8 +25,8 @@ from _common import (
     Conditions,
     Scalar,
     add_condition_arguments,
+    add_size_arguments,
     best,
-    check_free_space,
     filesystem_line,
     foreign_load,
     machine_line,
@@ -38,6 +37,7 @@ from _common import (
     print_table,
     read_through,
     run_child,
+    sizing,
     verdict,
     workspace,
     write_random_file,
@@ -234,23 +234,17 @@ def _report_ratios(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--size-mib", type=int, default=1024, help="object size (default 1024)")
-    parser.add_argument("--repeat", type=int, default=3, help="first-resolve children (default 3)")
+    add_size_arguments(parser, what="object", runs="first-resolve children")
     parser.add_argument("--resolves", type=int, default=1000, help="cached resolves timed")
-    parser.add_argument("--quick", action="store_true", help="64 MiB, 1 repeat (smoke test)")
-    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the workspace goes")
     add_condition_arguments(parser)
     args = parser.parse_args(argv)
-    size_mib, repeat = (64, 1) if args.quick else (args.size_mib, args.repeat)
-    if size_mib < 1 or repeat < 1 or args.resolves < 1:
-        parser.error("--size-mib, --repeat and --resolves must be at least 1")
-    size = size_mib * MIB
-    parent = os.path.abspath(args.dir)
-    refusal = check_free_space(parent, 3 * size)  # source and object, with room to spare
-    if refusal is not None:
-        print(refusal, file=sys.stderr)
+    if args.resolves < 1:
+        parser.error("--resolves must be at least 1")
+    sized = sizing(parser, args, min_mib=1, copies=3)  # source and object, with room to spare
+    if sized is None:
         return 2
-    with workspace(parent, "artmem-bench-resolve-") as workdir:
+    size, repeat = sized.size, sized.repeat
+    with workspace(sized.parent, "artmem-bench-resolve-") as workdir:
         rlm_root = os.path.join(workdir, "rlm")
         artifact_root = os.path.join(workdir, "store")
         src = os.path.join(

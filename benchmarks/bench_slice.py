@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 
@@ -30,8 +29,8 @@ from _common import (
     MIB,
     ChildResult,
     Scalar,
+    add_size_arguments,
     best,
-    check_free_space,
     filesystem_line,
     machine_line,
     make_dirs,
@@ -39,6 +38,7 @@ from _common import (
     print_table,
     read_through,
     run_child,
+    sizing,
     verdict,
     workspace,
 )
@@ -295,22 +295,13 @@ def _less(totals: list[float], parts: list[float]) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--size-mib", type=int, default=1024, help="Parquet size (default 1024)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each query (default 3)")
-    parser.add_argument("--quick", action="store_true", help="64 MiB, 1 repeat (smoke test)")
-    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the workspace goes")
+    add_size_arguments(parser, what="Parquet", runs="runs of each query")
     args = parser.parse_args(argv)
-    size_mib, repeat = (64, 1) if args.quick else (args.size_mib, args.repeat)
-    if size_mib < 8 or repeat < 1:
-        parser.error("--size-mib must be at least 8 and --repeat at least 1")
-    size = size_mib * MIB
-    parent = os.path.abspath(args.dir)
-    refusal = check_free_space(parent, 3 * size)
-    if refusal is not None:
-        print(refusal, file=sys.stderr)
+    sized = sizing(parser, args, min_mib=8, copies=3)
+    if sized is None:
         return 2
-    with workspace(parent, "artmem-bench-slice-") as workdir:
-        _bench(workdir, size, repeat)
+    with workspace(sized.parent, "artmem-bench-slice-") as workdir:
+        _bench(workdir, sized.size, sized.repeat)
     return 0
 
 
