@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -86,11 +86,14 @@ class SliceSource:
 class CardStore(Protocol):
     """The part of a project store that slicing needs: cards and where objects live."""
 
-    artifact_root: str
     layout: ProjectLayout
 
     def load_card(self, experiment_id: str) -> ExperimentCardV1:
         """Read and validate one card of the project."""
+        ...
+
+    def local_path(self, parts: Sequence[str]) -> str:
+        """The absolute path of a layout path below the project's directory."""
         ...
 
 
@@ -106,9 +109,8 @@ def slice_source(store: CardStore, experiment_id: str) -> SliceSource:
         StoreIOError: the manifest could not be read.
     """
     card = store.load_card(experiment_id)
-    base = os.path.join(store.artifact_root, *store.layout.root)
-    path = os.path.join(base, *store.layout.object_path(card.typed_artifact_id))
-    manifest_path = os.path.join(base, *store.layout.chunks_path(card.typed_artifact_id))
+    path = store.local_path(store.layout.object_path(card.typed_artifact_id))
+    manifest_path = store.local_path(store.layout.chunks_path(card.typed_artifact_id))
     if not os.path.lexists(path):
         raise ObjectMissing("the experiment's artifact is missing from the store")
     load_manifest(manifest_path, card)

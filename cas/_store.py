@@ -17,7 +17,7 @@ import contextlib
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -178,6 +178,10 @@ class ProjectStore:
     def project_id(self) -> ProjectId:
         """The project this store serves."""
         return self.layout.project_id
+
+    def local_path(self, parts: Sequence[str]) -> str:
+        """The absolute path of `parts` (a layout path) below this project's directory."""
+        return os.path.join(self.artifact_root, *self.layout.root, *parts)
 
     # -- record -----------------------------------------------------------------------------
 
@@ -346,11 +350,7 @@ class ProjectStore:
             verified_at, hashed = self._verify(project_fd, card, progress)
         state = freshness(card.source_version, current_source_version)
         warning = freshness_warning(state)
-        path = os.path.join(
-            self.artifact_root,
-            *self.layout.root,
-            *self.layout.object_path(card.typed_artifact_id),
-        )
+        path = self.local_path(self.layout.object_path(card.typed_artifact_id))
         return Resolved(
             path=path,
             card=card,
@@ -580,6 +580,11 @@ class ProjectStore:
             raise  # an unsupported (newer) card is never overwritten
 
     def _usage(self, project_fd: int) -> Usage:
+        objects, total = self._object_usage(project_fd)
+        return Usage(objects=objects, bytes=total, cards=self._count_cards(project_fd))
+
+    def _object_usage(self, project_fd: int) -> tuple[int, int]:
+        """How many objects the project holds, and their bytes."""
         objects = total = 0
         for shard in _fs.list_dir_beneath(project_fd, (OBJECTS,)):
             try:
@@ -593,7 +598,7 @@ class ProjectStore:
                         total += entry.stat(follow_symlinks=False).st_size
             finally:
                 os.close(shard_fd)
-        return Usage(objects=objects, bytes=total, cards=self._count_cards(project_fd))
+        return objects, total
 
     def _object_size(self, project_fd: int, artifact_id: ArtifactId) -> int | None:
         """The size of a stored object, or None if there is no regular file at its name."""
@@ -620,7 +625,7 @@ class ProjectStore:
         return sum(1 for name in names if name.endswith(CARD_SUFFIX))
 
     def _check_byte_quota(self, project_fd: int, size: int) -> None:
-        used = self._usage(project_fd).bytes
+        used = self._object_usage(project_fd)[1]
         limit = self.limits.project_bytes
         if used + size > limit:
             raise QuotaExceeded(

@@ -35,8 +35,7 @@ class LiveCatalog:
     @property
     def cards_dir(self) -> str:
         """The absolute path of the project's cards directory."""
-        layout = self.store.layout
-        return os.path.join(self.store.artifact_root, *layout.root, *layout.cards_dir)
+        return self.store.local_path(self.store.layout.cards_dir)
 
     def refresh(self) -> None:
         """Parse the card files that changed since the last look (none changed: one stat)."""

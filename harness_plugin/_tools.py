@@ -32,7 +32,7 @@ from harness_plugin._catalogs import LiveCatalog
 from harness_plugin._hybrid import Hit, hybrid_search
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_view
-from harness_plugin._views import iso
+from harness_plugin._views import card_display, iso
 from indexer._search import CardSearch
 
 if TYPE_CHECKING:
@@ -230,17 +230,7 @@ def _resolve_view(resolved: Resolved) -> s.ArtifactResolveResult:
 
 
 def _card_view(card: ExperimentCardV1) -> s.CardView:
-    return s.CardView(
-        title=card.title,
-        summary=card.summary,
-        source=card.source,
-        source_version=card.source_version,
-        tags=list(card.tags),
-        columns=list(card.columns),
-        shape=card.shape,
-        created_at=iso(card.created_at),
-        updated_at=iso(card.updated_at),
-    )
+    return s.CardView.model_validate(card_display(card))
 
 
 def _search(host: ToolHost, caller: Caller, args: s.SearchArgs) -> BaseModel:
