@@ -13,7 +13,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -69,17 +69,7 @@ class Outbox:
 
     @contextlib.contextmanager
     def _dirs(self) -> Iterator[tuple[int, int, int]]:
-        try:
-            os.makedirs(self.state_root, mode=0o700, exist_ok=True)
-            root = open_dir(self.state_root)
-            try:
-                pending = make_dirs(root, (OUTBOX, PENDING))
-                dead = make_dirs(root, (OUTBOX, DEAD_LETTER))
-                tmp = make_dirs(root, (OUTBOX, TMP))
-            finally:
-                os.close(root)
-        except (OSError, ArtifactError) as exc:
-            raise OutboxError(f"the outbox directories are unusable: {exc}") from exc
+        pending, dead, tmp = open_outbox_dirs(self.state_root, (PENDING, DEAD_LETTER, TMP))
         try:
             yield pending, dead, tmp
         finally:
@@ -182,6 +172,28 @@ class Outbox:
             leftovers = len(os.listdir(tmp))
         oldest = min((e.admitted_at for e in entries), default=None)
         return OutboxStats(len(entries), oldest, dead_count, invalid, leftovers)
+
+
+def open_outbox_dirs(state_root: str, names: Sequence[str]) -> list[int]:
+    """Create (0700) and open `<state_root>/outbox/<name>` for each name ("" is the outbox).
+
+    Raises:
+        OutboxError: a directory could not be created or opened (nothing is left open).
+    """
+    fds: list[int] = []
+    try:
+        os.makedirs(state_root, mode=0o700, exist_ok=True)
+        root = open_dir(state_root)
+        try:
+            for name in names:
+                fds.append(make_dirs(root, (OUTBOX, name) if name else (OUTBOX,)))
+        finally:
+            os.close(root)
+    except (OSError, ArtifactError) as exc:
+        for fd in fds:
+            os.close(fd)
+        raise OutboxError(f"the outbox directories are unusable: {exc}") from exc
+    return fds
 
 
 def _write(dir_fd: int, name: str, data: bytes, tmp_fd: int) -> None:

@@ -23,10 +23,10 @@ from typing import Protocol
 import orjson
 import portalocker
 
-from cards import ArtifactError, NotOwner, OutboxError, RemoteError, RemoteRejected, canonical_json
-from cas import atomic_write, make_dirs, open_dir, read_small, utc_now
+from cards import ArtifactError, NotOwner, RemoteError, RemoteRejected, canonical_json
+from cas import atomic_write, read_small, utc_now
 from indexer._entry import OutboundMessage, OutboxEntry, SessionTarget
-from indexer._outbox import OUTBOX, TMP, Outbox
+from indexer._outbox import OUTBOX, TMP, Outbox, open_outbox_dirs
 from indexer._policy import CircuitBreaker, CircuitState, RetryPolicy
 
 OWNER_LOCK = "owner.lock"
@@ -62,7 +62,7 @@ class Ownership:
 
     def acquire(self) -> bool:
         """Try to become the owner; False when another worker holds the state root."""
-        dir_fd = self._outbox_dir()
+        dir_fd, tmp = open_outbox_dirs(self.state_root, ("", TMP))
         try:
             fd = os.open(OWNER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
             try:
@@ -74,13 +74,10 @@ class Ownership:
                 return False
             self._fd = fd
             self.generation = self._read_generation(dir_fd) + 1
-            tmp = make_dirs(dir_fd, (TMP,))
-            try:
-                atomic_write(dir_fd, GENERATION, str(self.generation).encode(), tmp, "generation")
-            finally:
-                os.close(tmp)
+            atomic_write(dir_fd, GENERATION, str(self.generation).encode(), tmp, "generation")
             return True
         finally:
+            os.close(tmp)
             os.close(dir_fd)
 
     def check(self) -> None:
@@ -91,7 +88,7 @@ class Ownership:
         """
         if self._fd is None or self.generation is None:
             raise NotOwner("this worker does not own the state root")
-        dir_fd = self._outbox_dir()
+        (dir_fd,) = open_outbox_dirs(self.state_root, ("",))
         try:
             current = self._read_generation(dir_fd)
         finally:
@@ -104,17 +101,6 @@ class Ownership:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-    def _outbox_dir(self) -> int:
-        try:
-            os.makedirs(self.state_root, mode=0o700, exist_ok=True)
-            root = open_dir(self.state_root)
-            try:
-                return make_dirs(root, (OUTBOX,))
-            finally:
-                os.close(root)
-        except (OSError, ArtifactError) as exc:
-            raise OutboxError(f"the outbox directory is unusable: {exc}") from exc
 
     @staticmethod
     def _read_generation(dir_fd: int) -> int:
@@ -173,6 +159,7 @@ class DeliveryWorker:
     on_ack: EntryHook = _noop
     on_dead: EntryHook = _noop
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _published: tuple[str, int, str | None] | None = field(default=None, init=False, repr=False)
 
     def run_once(self) -> DeliveryReport:
         """One pass: each session's due entries in order, sessions concurrently (bounded).
@@ -303,32 +290,40 @@ class DeliveryWorker:
                 self.breaker.failure(exc, now or self.clock())
 
     def _publish_status(self) -> None:
-        """Write the content-free worker status that `artmem status` reads."""
+        """Write the content-free worker status that `artmem status` reads, when it changed.
+
+        `updated_at` is when the worker reached this state; an unchanged state costs no write
+        (and no fsync) per pass.
+        """
         with self._lock:
-            document = {
-                "circuit": str(self.breaker.state),
-                "generation": self.ownership.generation or 0,
-                "last_error": self.breaker.last_error,
-                "updated_at": self.clock().isoformat(),
-            }
+            state = (
+                str(self.breaker.state),
+                self.ownership.generation or 0,
+                self.breaker.last_error,
+            )
+        if state == self._published:
+            return
+        circuit, generation, last_error = state
+        document = {
+            "circuit": circuit,
+            "generation": generation,
+            "last_error": last_error,
+            "updated_at": self.clock().isoformat(),
+        }
         with contextlib.suppress(OSError, ArtifactError):
             self.ownership.check()
             write_status(self.outbox.state_root, canonical_json(document))
+            self._published = state
 
 
 def write_status(state_root: str, data: bytes) -> None:
     """Atomically replace the worker status document."""
-    root = open_dir(state_root)
+    outbox, tmp = open_outbox_dirs(state_root, ("", TMP))
     try:
-        outbox = make_dirs(root, (OUTBOX,))
-        tmp = make_dirs(root, (OUTBOX, TMP))
-        try:
-            atomic_write(outbox, WORKER_STATUS, data, tmp, "status")
-        finally:
-            os.close(tmp)
-            os.close(outbox)
+        atomic_write(outbox, WORKER_STATUS, data, tmp, "status")
     finally:
-        os.close(root)
+        os.close(tmp)
+        os.close(outbox)
 
 
 def read_status(state_root: str) -> dict[str, object] | None:
