@@ -27,8 +27,9 @@ from cas import ProjectStore
 from cas._slice import (
     SliceRequest,
     SliceResult,
-    describe_experiment,
-    slice_experiment,
+    describe,
+    read_slice,
+    slice_source,
 )
 from cas._slice_limits import SliceLimits
 from cas._table_info import TableInfo
@@ -54,10 +55,10 @@ def show(
     store: ProjectStore, experiment_id: str, current: str | None, limits: SliceLimits
 ) -> dict[str, object]:
     """The card, and for a table its footer: schema, rows, row groups, sizes, statistics."""
-    card = store.load_card(experiment_id)
-    view = card_header(card, current)
+    source = slice_source(store, experiment_id)  # the card is read once, here
+    view = card_header(source.card, current)
     try:
-        info = describe_experiment(store, experiment_id, limits=limits)
+        info = describe(source.path, source.card, source.manifest_path, limits=limits)
     except UnsupportedMediaType as exc:
         view["table"] = None
         view["note"] = exc.message
@@ -108,8 +109,6 @@ def slice_view(
     store: ProjectStore, args: argparse.Namespace, limits: SliceLimits, out: TextIO
 ) -> tuple[dict[str, object], list[str]]:
     """Run `artmem slice`: check, slice, write the data, and describe what was read."""
-    card = store.load_card(args.experiment_id)
-    header = card_header(card, args.current_source_version)
     if args.format == "parquet" and not args.out:
         raise InvalidInput("--format parquet needs --out FILE (binary data is not printed)")
     request = SliceRequest(
@@ -118,7 +117,9 @@ def slice_view(
         limit=args.limit,
         offset=args.offset,
     )
-    result = slice_experiment(store, args.experiment_id, request, limits=limits)
+    source = slice_source(store, args.experiment_id)  # the card is read once, here
+    header = card_header(source.card, args.current_source_version)
+    result = read_slice(source.path, source.card, source.manifest_path, request, limits=limits)
     if args.out:
         _write_atomically(args.out, _encode(result, args.format))
     elif not args.json:
