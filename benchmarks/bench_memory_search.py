@@ -30,9 +30,7 @@ from cards import (  # noqa: E402
     dump_card,
     project_card,
 )
-from harness_plugin._caller import parse_caller  # noqa: E402
-from harness_plugin._runtime import Runtime  # noqa: E402
-from harness_plugin._tools import ToolHost  # noqa: E402
+from harness_plugin import Runtime, ToolHost, parse_caller  # noqa: E402
 from harness_plugin.config import config_from_mapping  # noqa: E402
 from indexer import (  # noqa: E402
     HonchoMemoryService,

@@ -49,7 +49,7 @@ from _common import (
     write_random_file,
 )
 
-from cards import parse_metadata
+from cards import parse_metadata, parse_session_id
 from cas import ProjectStore, Provenance
 
 PROJECT = "bench-project"
@@ -73,7 +73,7 @@ def record_once(artifact_root: str, rlm_root: str, source: str) -> dict[str, Sca
     """Ours: one `ProjectStore.record` of the export, timed around the call only."""
     store = ProjectStore(artifact_root, PROJECT)
     metadata = parse_metadata(dict(METADATA))
-    provenance = Provenance(session_id=SESSION)
+    provenance = Provenance(session_id=parse_session_id(SESSION))
     start = time.perf_counter()
     recorded = store.record(rlm_root, provenance, metadata, source)
     seconds = time.perf_counter() - start

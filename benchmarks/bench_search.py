@@ -12,6 +12,7 @@ import argparse
 import hashlib
 import platform
 import random
+import re
 import statistics
 import sys
 import time
@@ -33,7 +34,7 @@ from cards import (
     artifact_id_for_bytes,
     experiment_id,
 )
-from cas._catalog import Catalog, tokens
+from cas import Catalog
 
 SEARCH_P95_TARGET_MS = 5.0
 BUILD_TARGET_S = 1.0
@@ -138,7 +139,7 @@ class LinearScan:
 
     def search(self, query: str, limit: int) -> list[ExperimentCardV1]:
         query = query.strip()
-        terms = set(tokens(query))
+        terms = set(_WORD.findall(unicodedata.normalize("NFKC", query).casefold()))
         scored: list[tuple[int, int, float, str, ExperimentCardV1]] = []
         for card, text, values in zip(self.cards, self.text, self.exact, strict=True):
             exact = query in values
@@ -148,6 +149,9 @@ class LinearScan:
                 scored.append((0 if exact else 1, -score, stamp, card.experiment_id, card))
         scored.sort(key=lambda row: row[:4])
         return [row[4] for row in scored[:limit]]
+
+
+_WORD = re.compile(r"[^\W_]+")
 
 
 def _exact_values(card: ExperimentCardV1) -> set[str]:

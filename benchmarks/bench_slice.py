@@ -90,9 +90,8 @@ def write_source(path: str, size: int) -> dict[str, Scalar]:
 
 def record_source(artifact_root: str, rlm_root: str, size: int) -> dict[str, Scalar]:
     """Record the exported file; name its experiment and object path."""
-    from cards import Limits, parse_metadata
+    from cards import Limits, parse_metadata, parse_session_id
     from cas import ProjectStore, Provenance
-    from cas._slice import slice_source
 
     limits = Limits(artifact_bytes=max(size, 1 << 30), project_bytes=max(4 * size, 20 << 30))
     store = ProjectStore(artifact_root, PROJECT, limits=limits)
@@ -107,9 +106,11 @@ def record_source(artifact_root: str, rlm_root: str, size: int) -> dict[str, Sca
         }
     )
     start = time.perf_counter()
-    recorded = store.record(rlm_root, Provenance(session_id=SESSION), metadata, SOURCE_NAME)
+    recorded = store.record(
+        rlm_root, Provenance(session_id=parse_session_id(SESSION)), metadata, SOURCE_NAME
+    )
     seconds = time.perf_counter() - start
-    source = slice_source(store, recorded.card.experiment_id)
+    source = store.locate(recorded.card.experiment_id).source
     return {"experiment": recorded.card.experiment_id, "path": source.path, "seconds": seconds}
 
 
@@ -134,12 +135,12 @@ def ours(artifact_root: str, experiment: str, low: int, high: int) -> dict[str, 
     """Our verified slice, as `artmem slice` will run it: store, card, manifest, slice."""
     started = time.perf_counter()
     from cas import ProjectStore
-    from cas._slice import SliceRequest, slice_experiment
+    from cas.slicing import SliceRequest, read_slice
 
     start = time.perf_counter()
     store = ProjectStore(artifact_root, PROJECT)
     request = SliceRequest(columns=("k", "a"), where=f"k >= {low} and k < {high}")
-    result = slice_experiment(store, experiment, request)
+    result = read_slice(store.locate(experiment).source, request)
     seconds = time.perf_counter() - start
     if result.truncated:
         raise RuntimeError(f"the slice was truncated ({result.truncated_reason})")

@@ -26,7 +26,8 @@ _DIGEST_ID = r"[a-z2-7]{52}"
 ARTIFACT_ID = re.compile(rf"art_{_DIGEST_ID}")
 EXPERIMENT_ID = re.compile(rf"exp_{_DIGEST_ID}")
 PROJECT_KEY = re.compile(rf"prj_{_DIGEST_ID}")
-PROJECT_ID = re.compile(r"[A-Za-z0-9_-]{1,512}")
+HONCHO_ID = re.compile(r"[A-Za-z0-9_-]{1,512}")  # Honcho's id alphabet
+PROJECT_ID = HONCHO_ID  # a project id is used as a Honcho id
 # The kernel runtime's own session-id rule: no leading dot, so never '.' or '..'.
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -152,6 +153,11 @@ def parse_query_fingerprint(value: object) -> QueryFingerprint:
         InvalidId: `value` is not a lowercase SHA-256 hex digest.
     """
     return QueryFingerprint(_parse(SHA256_HEX, value, "query fingerprint (64 lowercase hex)"))
+
+
+def is_honcho_id(value: str) -> bool:
+    """Whether `value` is a valid Honcho workspace, peer or session id."""
+    return HONCHO_ID.fullmatch(value) is not None
 
 
 def is_sha256_hex(value: str) -> bool:

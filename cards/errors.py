@@ -18,12 +18,18 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     │   └── UnsupportedMediaType                 slice.unsupported_media_type
     ├── NotImplementedOp (NotImplementedError)   worker.not_implemented
     ├── ShuttingDown (RuntimeError, retryable)   worker.shutting_down
+    ├── WorkerInternal (RuntimeError)            worker.internal
+    ├── ToolFailed (RuntimeError)                <the host's code>, else client.tool_failed
+    ├── NoToolBridge (RuntimeError)              client.no_bridge
+    ├── NotInKernel (RuntimeError)               client.no_session
+    ├── BadReply (ValueError)                    client.bad_reply
     ├── CardInvalid (ValueError)                 card.invalid
     │   └── UnsupportedVersion                   card.unsupported_version
     ├── PathRejected (PermissionError)           cas.path_rejected
     │   ├── PathEscape                           cas.path_escape
     │   ├── NotRegularFile                       cas.not_regular_file
-    │   └── HardLinked                           cas.hard_linked
+    │   ├── HardLinked                           cas.hard_linked
+    │   └── ForeignOwner                         cas.foreign_owner
     ├── SourceMissing (FileNotFoundError)        cas.source_missing
     ├── SourceChanged (RuntimeError)             cas.source_changed
     ├── LimitExceeded (ValueError)               cas.limit_exceeded
@@ -43,13 +49,15 @@ again can help. Each class also subclasses the builtin a generic caller would ca
         ├── RemoteUnauthorized (PermissionError)             indexer.remote_unauthorized
         │   └── RemoteMisconfigured                          indexer.remote_misconfigured
         └── RemoteRejected (ValueError)                      indexer.remote_rejected
+
+`indexer.retries_exhausted` is a code without a class: the outbox records it on a card whose
+delivery was dead-lettered after its last retry.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import ClassVar
 
 _LISTED_COLUMNS = 20
 
@@ -65,6 +73,11 @@ class ErrorCode(enum.StrEnum):
     INVALID_REQUEST = "input.invalid_request"
     NOT_IMPLEMENTED = "worker.not_implemented"
     SHUTTING_DOWN = "worker.shutting_down"
+    WORKER_INTERNAL = "worker.internal"
+    TOOL_FAILED = "client.tool_failed"
+    NO_TOOL_BRIDGE = "client.no_bridge"
+    NOT_IN_KERNEL = "client.no_session"
+    BAD_REPLY = "client.bad_reply"
     INVALID_FILTER = "slice.invalid_filter"
     FILTER_SYNTAX = "slice.filter_syntax"
     FILTER_TYPE = "slice.filter_type"
@@ -78,6 +91,7 @@ class ErrorCode(enum.StrEnum):
     PATH_ESCAPE = "cas.path_escape"
     NOT_REGULAR_FILE = "cas.not_regular_file"
     HARD_LINKED = "cas.hard_linked"
+    FOREIGN_OWNER = "cas.foreign_owner"
     SOURCE_MISSING = "cas.source_missing"
     SOURCE_CHANGED = "cas.source_changed"
     LIMIT_EXCEEDED = "cas.limit_exceeded"
@@ -94,13 +108,15 @@ class ErrorCode(enum.StrEnum):
     REMOTE_UNAUTHORIZED = "indexer.remote_unauthorized"
     REMOTE_REJECTED = "indexer.remote_rejected"
     REMOTE_MISCONFIGURED = "indexer.remote_misconfigured"
+    RETRIES_EXHAUSTED = "indexer.retries_exhausted"
 
 
 class ArtifactError(Exception):
     """Root of every error we raise on purpose; the CLI and tool surface catch only this."""
 
-    code: ClassVar[ErrorCode]
-    retryable: ClassVar[bool] = False
+    # Class attributes, except on `ToolFailed`, which carries the code a remote host reported.
+    code: ErrorCode
+    retryable: bool = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -160,6 +176,43 @@ class ShuttingDown(ArtifactError, RuntimeError):
     retryable = True
 
 
+class WorkerInternal(ArtifactError, RuntimeError):
+    """The worker failed in a way it did not expect (a bug); the message is content-free."""
+
+    code = ErrorCode.WORKER_INTERNAL
+
+
+class ToolFailed(ArtifactError, RuntimeError):
+    """A host tool called from a kernel failed; `code` is the host's, when it is one of ours."""
+
+    code = ErrorCode.TOOL_FAILED
+
+    def __init__(self, host_code: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.host_code = host_code
+        self.retryable = retryable
+        if host_code in ErrorCode.__members__.values():
+            self.code = ErrorCode(host_code)
+
+
+class NoToolBridge(ArtifactError, RuntimeError):
+    """The kernel has no `dsh_tools` bridge to call host tools through."""
+
+    code = ErrorCode.NO_TOOL_BRIDGE
+
+
+class NotInKernel(ArtifactError, RuntimeError):
+    """`RLM_SESSION_DIR` is not set: the code is not running inside a kernel session."""
+
+    code = ErrorCode.NOT_IN_KERNEL
+
+
+class BadReply(ArtifactError, ValueError):
+    """A peer (the tool bridge, the worker) answered with something of the wrong shape."""
+
+    code = ErrorCode.BAD_REPLY
+
+
 class CardInvalid(ArtifactError, ValueError):
     """A stored or proposed experiment card fails validation."""
 
@@ -198,6 +251,12 @@ class HardLinked(PathRejected):
     """The source has more than one hard link, so it may alias a file outside exports."""
 
     code = ErrorCode.HARD_LINKED
+
+
+class ForeignOwner(PathRejected):
+    """The source is not owned by the session directory's owner: the kernel did not write it."""
+
+    code = ErrorCode.FOREIGN_OWNER
 
 
 class SourceMissing(ArtifactError, FileNotFoundError):

@@ -114,7 +114,25 @@ class IndexStatus(BaseModel):
     updated_at: AwareDatetime | None = None
 
 
-class ExperimentCardV1(BaseModel):
+Shape = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=8)]
+Tags = Annotated[list[Tag], Field(max_length=_L.tags)]
+Columns = Annotated[list[Column], Field(max_length=_L.columns)]
+
+
+class CardText(BaseModel):
+    """The descriptive fields of a card: declared once, for cards, metadata and tool arguments."""
+
+    model_config = _STRICT
+
+    title: Title
+    summary: Summary
+    source: Label = Field(description="where the data came from, e.g. a warehouse name")
+    shape: Shape | None = None
+    columns: Columns = []
+    tags: Tags = []
+
+
+class ExperimentCardV1(CardText):
     """The complete local record connecting a description and provenance to an artifact."""
 
     model_config = _STRICT
@@ -123,14 +141,8 @@ class ExperimentCardV1(BaseModel):
     experiment_id: ExperimentIdField
     artifact: ArtifactRefV1
     chunk_manifest_sha256: Sha256Hex
-    title: Title
-    summary: Summary
     query_fingerprint: FingerprintField
-    source: Label
     source_version: Label
-    shape: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=8)] | None = None
-    columns: Annotated[list[Column], Field(max_length=_L.columns)] = []
-    tags: Annotated[list[Tag], Field(max_length=_L.tags)] = []
     project_id: ProjectIdField
     session_id: SessionIdField
     root_agent_id: Label | None = None
@@ -170,20 +182,16 @@ class ExperimentCardV1(BaseModel):
         return SessionId(self.session_id)
 
 
-class CardMetadata(BaseModel):
+class CardMetadata(CardText):
     """What a caller says about a result: everything on a card that the caller chooses."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    title: Title
-    summary: Summary
-    query_fingerprint: FingerprintField
-    source: Label
-    source_version: Label
+    query_fingerprint: FingerprintField = Field(
+        description="lowercase SHA-256 hex of a stable description of the query and parameters"
+    )
+    source_version: Label = Field(description="dataset snapshot or commit; 'unknown' allowed")
     media_type: MediaType = "application/octet-stream"
-    tags: Annotated[list[Tag], Field(max_length=_L.tags)] = []
-    columns: Annotated[list[Column], Field(max_length=_L.columns)] = []
-    shape: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=8)] | None = None
 
     def check(self, limits: Limits) -> None:
         """Check the operator's (possibly lowered) bounds; the model holds the defaults.

@@ -77,3 +77,10 @@ def freshness_warning(state: Freshness) -> str | None:
     if state is Freshness.UNVERIFIABLE:
         return "unverifiable: a source version is unknown, so freshness cannot be proven"
     return None
+
+
+def freshness_verdict(recorded: str, current: str | None) -> tuple[Freshness, tuple[str, ...]]:
+    """The freshness of a recorded source version against `current`, with its warnings."""
+    state = freshness(recorded, current)
+    warning = freshness_warning(state)
+    return state, (warning,) if warning else ()

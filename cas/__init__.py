@@ -1,88 +1,74 @@
-"""The local store: safe ingest, content-addressed objects, cards, integrity and search.
+"""The store: safe ingest, content-addressed objects, cards, integrity, search and fsck.
 
-Names load lazily (PEP 562), so a kernel importing only the slicing modules (`rlm_client`) never
-loads the store's write path.
+Rooms (each a private module; this file is the public API):
+
+- `_objects`: the object files of a project (lstat/open/hash/walk/publish/quarantine);
+- `_cardfiles`: the card files (read/find/scan/count/write);
+- `_store`: `ProjectStore`, which orchestrates record, resolve and locate under the project's
+  lock and quotas, with `_ingest` (a kernel's export, opened safely), `_hashing` (the one
+  hasher), `_verify` (proofs and their cache) and `_project` (a project's directory and lock);
+- `_catalog`: exact-id and BM25 search over cards; `_fsck`: the operator's check and repair;
+- `_fs`: the filesystem edge (descriptor-relative opens, staged files, atomic writes);
+- `slicing/`: bounded, verified reads of recorded tables (its own public API).
+
+Names load lazily (PEP 562), so a kernel importing `cas.slicing` never loads the write path.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cards._lazy import lazy_exports as _lazy_exports
+from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from cas._chunks import CHUNK_BYTES, ChunkManifest, parse_manifest
-    from cas._fs import (
-        atomic_write,
-        make_dirs,
-        open_dir,
-        open_dir_beneath,
-        read_small,
-        staged,
-    )
-    from cas._ingest import export_parts
-    from cas._layout import ProjectLayout
-    from cas._store import (
-        CardProblem,
-        CardScan,
-        ProjectStore,
-        Provenance,
-        Recorded,
-        Resolved,
-        Usage,
-        utc_now,
-    )
-    from cas._verify import PROCESS_CACHE, IntegrityMode, VerificationCache
+    from cas._cardfiles import CardStamp
+    from cas._catalog import Catalog, SearchHit
+    from cas._fs import atomic_write, make_dirs, open_dir, read_small, write_new
+    from cas._fsck import FsckReport, fsck
+    from cas._results import Located, Provenance, Recorded, Resolved
+    from cas._store import ProjectStore, utc_now
+    from cas._verify import IntegrityMode, VerificationCache
 
 _EXPORTS = {
-    "CHUNK_BYTES": "cas._chunks",
-    "ChunkManifest": "cas._chunks",
-    "parse_manifest": "cas._chunks",
+    "CardStamp": "cas._cardfiles",
+    "Catalog": "cas._catalog",
+    "SearchHit": "cas._catalog",
     "atomic_write": "cas._fs",
     "make_dirs": "cas._fs",
     "open_dir": "cas._fs",
-    "open_dir_beneath": "cas._fs",
     "read_small": "cas._fs",
-    "staged": "cas._fs",
-    "export_parts": "cas._ingest",
-    "ProjectLayout": "cas._layout",
-    "CardProblem": "cas._store",
-    "CardScan": "cas._store",
+    "write_new": "cas._fs",
+    "FsckReport": "cas._fsck",
+    "fsck": "cas._fsck",
+    "Located": "cas._results",
+    "Provenance": "cas._results",
+    "Recorded": "cas._results",
+    "Resolved": "cas._results",
     "ProjectStore": "cas._store",
-    "Provenance": "cas._store",
-    "Recorded": "cas._store",
-    "Resolved": "cas._store",
-    "Usage": "cas._store",
     "utc_now": "cas._store",
-    "PROCESS_CACHE": "cas._verify",
     "IntegrityMode": "cas._verify",
     "VerificationCache": "cas._verify",
 }
 
 __all__ = [
-    "CHUNK_BYTES",
-    "PROCESS_CACHE",
-    "CardProblem",
-    "CardScan",
-    "ChunkManifest",
+    "CardStamp",
+    "Catalog",
+    "FsckReport",
     "IntegrityMode",
-    "ProjectLayout",
+    "Located",
     "ProjectStore",
     "Provenance",
     "Recorded",
     "Resolved",
-    "Usage",
+    "SearchHit",
     "VerificationCache",
     "atomic_write",
-    "export_parts",
+    "fsck",
     "make_dirs",
     "open_dir",
-    "open_dir_beneath",
-    "parse_manifest",
     "read_small",
-    "staged",
     "utc_now",
+    "write_new",
 ]
-
 
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

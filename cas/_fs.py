@@ -14,7 +14,7 @@ import fcntl
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -322,3 +322,35 @@ def is_stale_stage(dir_fd: int, name: str, *, older_than_ns: int) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def write_new(path: str, chunks: Iterable[bytes]) -> None:
+    """Create the file `path` with `chunks`, atomically, never replacing anything there.
+
+    The bytes are staged beside `path` (same filesystem), fsynced, then hard-linked into place
+    (which fails if the name exists) and the directory is fsynced: `path` appears complete or
+    not at all. For files outside the store (an operator's `--out`), named by a plain path.
+
+    Raises:
+        FileExistsError: `path` exists (or appeared meanwhile).
+        StoreIOError: the file could not be written.
+    """
+    directory, name = os.path.split(os.path.abspath(path))
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise StoreIOError(f"cannot open the output directory: {exc.strerror}") from exc
+    try:
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "the file exists", path)
+        with staged(dir_fd, "out") as stage:
+            try:
+                for chunk in chunks:
+                    write_all(stage.fd, chunk)
+                os.fsync(stage.fd)
+            except OSError as exc:
+                raise StoreIOError(f"cannot write the output file: {exc.strerror}") from exc
+            if not stage.commit_link(dir_fd, name):
+                raise FileExistsError(errno.EEXIST, "the file exists", path)
+    finally:
+        os.close(dir_fd)

@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import time
 from dataclasses import dataclass, field
 
-import xxhash
-
-from cards import ArtifactId, ExperimentCardV1, artifact_id_for_digest, parse_artifact_id
-from cards.errors import InvalidId, PathEscape, SourceMissing
+from cards import ArtifactId, ExperimentCardV1, artifact_id_for_digest
+from cards.errors import ObjectMissing, PathEscape, SourceMissing
 from cas import _fs
-from cas._chunks import CHUNK_BYTES, ChunkManifest
-from cas._layout import CHUNKS_SUFFIX, OBJECTS, ProjectLayout
+from cas._cardfiles import CardProblem, CardScan
 from cas._progress import Progress
-from cas._store import MAX_CARD_BYTES, CardProblem, ProjectStore
+from cas._project import Project, open_project
+from cas._store import ProjectStore
 
 # A stage younger than this may belong to a writer between its create and its lock.
 STALE_STAGE_AGE_S = 60
@@ -81,109 +78,50 @@ def fsck(
     then describes the state after repair.
     """
     report = FsckReport()
-    root_fd = _project_fd(store)
-    if root_fd is None:
-        return report
-    try:
-        objects = _check_objects(root_fd, report, progress)
-        _check_cards(root_fd, store, objects, report)
-        _check_stages(root_fd, store.layout, report)
+    with open_project(store.artifact_root, store.layout, create=False) as project:
+        if project is None:
+            return report
+        objects = _check_objects(project, report, progress)
+        _check_cards(project, objects, report)
+        _check_stages(project, report)
         if repair:
-            _repair(root_fd, store.layout, report)
-    finally:
-        os.close(root_fd)
+            _repair(project, report)
     return report
 
 
-def _project_fd(store: ProjectStore) -> int | None:
-    try:
-        artifact_fd = _fs.open_dir(store.artifact_root)
-    except SourceMissing:
-        return None
-    try:
-        return _fs.open_dir_beneath(artifact_fd, store.layout.root)
-    except SourceMissing:
-        return None
-    finally:
-        os.close(artifact_fd)
-
-
-def _object_sizes(root_fd: int, report: FsckReport) -> dict[str, int]:
-    """The size of every entry named like an object; anything else is reported as unknown."""
-    sizes: dict[str, int] = {}
-    for shard in sorted(_fs.list_dir_beneath(root_fd, (OBJECTS,))):
-        try:
-            shard_fd = _fs.open_dir_beneath(root_fd, (OBJECTS, shard))
-        except (SourceMissing, PathEscape):
-            report.unknown_entries.append(f"{OBJECTS}/{shard}")
-            continue
-        try:
-            for name in os.listdir(shard_fd):
-                if name.endswith(CHUNKS_SUFFIX):
-                    continue
-                if _is_object_name(name, shard):
-                    sizes[name] = os.stat(name, dir_fd=shard_fd, follow_symlinks=False).st_size
-                else:
-                    report.unknown_entries.append(f"{OBJECTS}/{shard}/{name}")
-        finally:
-            os.close(shard_fd)
-    return sizes
-
-
-def _is_object_name(name: str, shard: str) -> bool:
-    try:
-        return ProjectLayout.shard(parse_artifact_id(name)) == shard
-    except InvalidId:
-        return False
-
-
 def _check_objects(
-    root_fd: int, report: FsckReport, progress: Progress | None
+    project: Project, report: FsckReport, progress: Progress | None
 ) -> dict[str, ObjectFinding]:
-    sizes = _object_sizes(root_fd, report)
+    entries = list(project.objects.walk())
     if progress is not None:
-        progress.start(sum(sizes.values()))
+        progress.start(sum(e.size for e in entries if e.artifact_id is not None))
     findings: dict[str, ObjectFinding] = {}
-    for name in sorted(sizes):
-        finding = _check_object(root_fd, ArtifactId(name), progress)
-        findings[name] = finding
+    for entry in entries:
+        if entry.artifact_id is None:
+            report.unknown_entries.append(entry.path)
+            continue
+        finding = _check_object(project, entry.artifact_id, progress)
+        findings[entry.artifact_id] = finding
         report.objects += 1
         report.bytes += finding.size
         if not finding.valid:
-            report.invalid_objects.append(name)
+            report.invalid_objects.append(entry.artifact_id)
     return findings
 
 
 def _check_object(
-    root_fd: int, artifact_id: ArtifactId, progress: Progress | None
+    project: Project, artifact_id: ArtifactId, progress: Progress | None
 ) -> ObjectFinding:
-    shard = ProjectLayout.shard(artifact_id)
     try:
-        fd = _fs.open_file_beneath(root_fd, (OBJECTS, shard, artifact_id))
-    except (SourceMissing, PathEscape):
+        digests = project.objects.digests(artifact_id, progress)
+    except ObjectMissing:  # a symlink, directory or other non-file holds the name
         return ObjectFinding(artifact_id, 0, False, None)
-    try:
-        st = os.fstat(fd)
-        sha = hashlib.sha256()
-        chunks = []
-        offset = 0
-        while chunk := os.pread(fd, CHUNK_BYTES, offset):
-            sha.update(chunk)
-            chunks.append(xxhash.xxh3_128_digest(chunk))
-            offset += len(chunk)
-            if progress is not None:
-                progress.advance(len(chunk))
-    finally:
-        os.close(fd)
-    valid = stat.S_ISREG(st.st_mode) and artifact_id_for_digest(sha.digest()) == artifact_id
-    manifest = ChunkManifest(offset, CHUNK_BYTES, tuple(chunks)).encode() if valid else None
-    return ObjectFinding(artifact_id, offset, valid, manifest)
+    valid = artifact_id_for_digest(digests.sha256) == artifact_id
+    return ObjectFinding(artifact_id, digests.size, valid, digests.manifest() if valid else None)
 
 
-def _check_cards(
-    root_fd: int, store: ProjectStore, objects: dict[str, ObjectFinding], report: FsckReport
-) -> None:
-    scan = store.scan_cards()
+def _check_cards(project: Project, objects: dict[str, ObjectFinding], report: FsckReport) -> None:
+    scan = CardScan.of(project.cards.scan())
     report.cards = len(scan.cards)
     report.invalid_cards.extend(scan.problems)
     referenced: set[str] = set()
@@ -193,31 +131,26 @@ def _check_cards(
         finding = objects.get(artifact_id)
         if finding is None or not finding.valid or finding.size != card.artifact.bytes:
             report.dangling_cards.append(card.experiment_id)
-        elif not _manifest_matches(root_fd, store.layout, card, finding):
+        elif not _manifest_matches(project, card, finding):
             report.manifest_mismatches.append(card.experiment_id)
     report.orphans.extend(
         name for name, f in sorted(objects.items()) if f.valid and name not in referenced
     )
 
 
-def _manifest_matches(
-    root_fd: int, layout: ProjectLayout, card: ExperimentCardV1, finding: ObjectFinding
-) -> bool:
+def _manifest_matches(project: Project, card: ExperimentCardV1, finding: ObjectFinding) -> bool:
     """The stored manifest is the one the card binds, and it describes these exact bytes."""
-    try:
-        fd = _fs.open_file_beneath(root_fd, layout.chunks_path(card.typed_artifact_id))
-    except (SourceMissing, PathEscape):
-        return False
-    try:
-        raw = _fs.read_small(fd, MAX_CARD_BYTES)
-    finally:
-        os.close(fd)
-    return raw == finding.manifest and hashlib.sha256(raw).hexdigest() == card.chunk_manifest_sha256
+    raw = project.objects.read_manifest(card.typed_artifact_id)
+    return (
+        raw is not None
+        and raw == finding.manifest
+        and hashlib.sha256(raw).hexdigest() == card.chunk_manifest_sha256
+    )
 
 
-def _check_stages(root_fd: int, layout: ProjectLayout, report: FsckReport) -> None:
+def _check_stages(project: Project, report: FsckReport) -> None:
     try:
-        tmp_fd = _fs.open_dir_beneath(root_fd, layout.tmp_dir)
+        tmp_fd = _fs.open_dir_beneath(project.fd, project.layout.tmp_dir)
     except (SourceMissing, PathEscape):
         return
     older_than = time.time_ns() - STALE_STAGE_AGE_S * 1_000_000_000
@@ -233,34 +166,15 @@ def _check_stages(root_fd: int, layout: ProjectLayout, report: FsckReport) -> No
         os.close(tmp_fd)
 
 
-def _repair(root_fd: int, layout: ProjectLayout, report: FsckReport) -> None:
+def _repair(project: Project, report: FsckReport) -> None:
     if report.stale_stages:
-        tmp_fd = _fs.open_dir_beneath(root_fd, layout.tmp_dir)
-        try:
+        with project.staging() as tmp_fd:
             for name in report.stale_stages:
                 os.unlink(name, dir_fd=tmp_fd)
                 report.removed_stages.append(name)
             _fs.fsync_dir(tmp_fd)
-        finally:
-            os.close(tmp_fd)
         report.stale_stages.clear()
-    if report.invalid_objects:
-        _quarantine(root_fd, layout, report)
-
-
-def _quarantine(root_fd: int, layout: ProjectLayout, report: FsckReport) -> None:
-    quarantine_fd = _fs.make_dirs(root_fd, layout.quarantine_dir)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    try:
-        for name in report.invalid_objects:
-            shard_fd = _fs.open_dir_beneath(root_fd, layout.object_dir(ArtifactId(name)))
-            try:
-                os.rename(name, f"{name}.{stamp}", src_dir_fd=shard_fd, dst_dir_fd=quarantine_fd)
-                _fs.fsync_dir(shard_fd)
-            finally:
-                os.close(shard_fd)
-            report.quarantined.append(name)
-        _fs.fsync_dir(quarantine_fd)
-    finally:
-        os.close(quarantine_fd)
+    for name in report.invalid_objects:
+        project.objects.quarantine(ArtifactId(name))
+        report.quarantined.append(name)
     report.invalid_objects.clear()

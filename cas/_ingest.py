@@ -1,4 +1,4 @@
-"""Safe ingest: open a kernel's export without escaping, then copy it while hashing.
+"""Safe ingest: open a kernel's export without escaping the caller session's exports.
 
 The source must lie in `<rlm_root>/sessions/<caller session>/exports/`. Every component below the
 configured root is opened with `O_NOFOLLOW` through directory descriptors, so a symlink anywhere
@@ -8,20 +8,16 @@ configured root is opened with `O_NOFOLLOW` through directory descriptors, so a 
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-import xxhash
-
 from cards import SessionId
 from cards.errors import (
-    ArtifactTooLarge,
+    ForeignOwner,
     HardLinked,
     NotRegularFile,
     PathEscape,
@@ -30,8 +26,6 @@ from cards.errors import (
     SourceMissing,
 )
 from cas import _fs
-from cas._chunks import CHUNK_BYTES
-from cas._progress import Progress
 
 MAX_SOURCE_PATH_CHARS = 4096
 
@@ -106,30 +100,55 @@ class ExportSource:
 
 
 @contextmanager
-def open_export(rlm_root: str, session_id: SessionId, source_path: str) -> Iterator[ExportSource]:
+def open_export(
+    rlm_root: str, session_id: SessionId, source_path: str, *, require_owner: bool = True
+) -> Iterator[ExportSource]:
     """Open a kernel's export for reading, refusing anything that is not a plain, private file.
+
+    With `require_owner`, the file must belong to the owner of the session directory: a file
+    the kernel could not have written (renamed into `exports/` by another user) is refused, for
+    the same reason hard links are.
 
     Raises:
         PathEscape: the path escapes the exports directory or passes through a symlink.
         SourceMissing: the file or a directory on its path does not exist.
         NotRegularFile: the path names a directory, FIFO, socket or device.
         HardLinked: the file has more than one hard link.
+        ForeignOwner: the file is not owned by the session directory's owner.
         PathRejected: the file cannot be opened for reading.
     """
     parts = export_parts(rlm_root, session_id, source_path)
     root_fd = _fs.open_dir(rlm_root)
     try:
+        session_uid = _session_owner(root_fd, parts[:2])
         dir_fd = _fs.open_dir_beneath(root_fd, parts[:-1])
     finally:
         os.close(root_fd)
     try:
         fd = _open_source(dir_fd, parts[-1])
         try:
-            yield ExportSource(fd=fd, dir_fd=dir_fd, name=parts[-1], st=_checked_stat(fd))
+            st = _checked_stat(fd)
+            if require_owner and st.st_uid != session_uid:
+                raise ForeignOwner("the source file is not owned by the kernel session's owner")
+            yield ExportSource(fd=fd, dir_fd=dir_fd, name=parts[-1], st=st)
         finally:
             os.close(fd)
     finally:
         os.close(dir_fd)
+
+
+def _session_owner(root_fd: int, session_parts: tuple[str, ...]) -> int:
+    try:
+        fd = _fs.open_dir_beneath(root_fd, session_parts)
+    except SourceMissing as exc:
+        raise SourceMissing(
+            f"no session directory {'/'.join(session_parts)} under the RLM root: "
+            "check the session id"
+        ) from exc
+    try:
+        return os.fstat(fd).st_uid
+    finally:
+        os.close(fd)
 
 
 def _open_source(dir_fd: int, name: str) -> int:
@@ -153,63 +172,3 @@ def _checked_stat(fd: int) -> os.stat_result:
     if st.st_nlink != 1:
         raise HardLinked("the source file has more than one hard link")
     return st
-
-
-@dataclass(frozen=True, slots=True)
-class Digests:
-    """What streaming an object produced."""
-
-    size: int
-    sha256: bytes
-    chunk_digests: tuple[bytes, ...]
-
-
-def copy_and_hash(
-    src_fd: int, dst_fd: int, *, limit: int, progress: Progress | None = None
-) -> Digests:
-    """Copy `src_fd` to `dst_fd` in 4 MiB chunks, hashing each chunk while the next is copied.
-
-    A worker thread runs SHA-256 (hashlib releases the GIL on large buffers) while this thread
-    reads, writes, starts the chunk's writeback and takes its xxh3-128 (xxhash holds the GIL, so
-    it runs here rather than slow this thread down from the worker). At most three chunks are
-    alive at once.
-
-    Raises:
-        ArtifactTooLarge: more than `limit` bytes were read (stops at once).
-    """
-    sha256 = hashlib.sha256()
-    chunks: list[bytes] = []
-    writeback = _fs.WriteBehind(dst_fd)
-    total = 0
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="artmem-hash") as pool:
-        pending: Future[None] | None = None
-        while chunk := _read_chunk(src_fd):
-            total += len(chunk)
-            if total > limit:
-                raise ArtifactTooLarge(
-                    f"the artifact is larger than the {limit}-byte limit", limit=limit
-                )
-            if pending is not None:
-                pending.result()
-            pending = pool.submit(sha256.update, chunk)
-            _fs.write_all(dst_fd, chunk)
-            writeback.written(len(chunk))
-            chunks.append(xxhash.xxh3_128_digest(chunk))
-            if progress is not None:
-                progress.advance(len(chunk))
-        if pending is not None:
-            pending.result()
-    return Digests(total, sha256.digest(), tuple(chunks))
-
-
-def _read_chunk(fd: int) -> bytes:
-    """Read exactly one chunk, or less only at end of file (chunk digests need alignment)."""
-    chunk = os.read(fd, CHUNK_BYTES)
-    if len(chunk) in (0, CHUNK_BYTES):
-        return chunk
-    parts = [chunk]
-    missing = CHUNK_BYTES - len(chunk)
-    while missing and (more := os.read(fd, missing)):
-        parts.append(more)
-        missing -= len(more)
-    return b"".join(parts)

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from cards import InvalidRequest, parse_session_id, validation_message
+from cards import InvalidRequest, SessionId, parse_session_id, validation_message
 
 
 def _absolute(value: str) -> str:
@@ -30,7 +30,7 @@ class Caller(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    session_id: Annotated[str, AfterValidator(parse_session_id)]
+    session_id: Annotated[SessionId, AfterValidator(parse_session_id)]
     cwd: Annotated[str, Field(max_length=4096), AfterValidator(_absolute)]
     call_id: CallId
     root_call_id: CallId

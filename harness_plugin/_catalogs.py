@@ -12,9 +12,7 @@ import threading
 from dataclasses import dataclass, field
 
 from cards import ExperimentCardV1
-from cas import ProjectStore
-from cas._catalog import Catalog, SearchHit
-from cas._store import CardStamp
+from cas import CardStamp, Catalog, ProjectStore, SearchHit
 
 
 @dataclass

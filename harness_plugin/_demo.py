@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from cards import Freshness, parse_metadata
-from cas import ProjectStore, Provenance
-from cas._catalog import Catalog
+from cards import Freshness, parse_metadata, parse_session_id
+from cas import Catalog, ProjectStore, Provenance
 from harness_plugin import _views
 from harness_plugin._progress import progress_for
 from harness_plugin.config import Config, config_from_mapping
 
 if TYPE_CHECKING:
-    from cas._slice import SliceResult
+    from cas.slicing import SliceResult
 
 SESSION = "demo-session-1"
 PROJECT = "trial-analysis"
@@ -72,7 +70,7 @@ def _run(
             "columns": ["cohort", "patient_id", "dose_mg", "response"],
         }
     )
-    provenance = Provenance(session_id=SESSION)
+    provenance = Provenance(session_id=parse_session_id(SESSION))
     for attempt in (1, 2):
         bar = progress_for(bar_stream, "recording", enabled=show_progress)
         try:
@@ -80,7 +78,7 @@ def _run(
         finally:
             if bar is not None:
                 bar.close()
-        view = _views.record_view(recorded, honcho_queued=False)
+        view = _views.record_result(recorded, honcho_queued=False).model_dump(mode="json")
         steps.append({"step": f"record-{attempt}", **view})
         say(
             "\n2. Recorded it: streamed, hashed, published read-only, card written"
@@ -92,14 +90,15 @@ def _run(
 
     scan = store.scan_cards()
     catalog = Catalog.build(scan.cards, max_cards=store.limits.cards_per_project)
-    hits = [_views.hit_view(h) for h in catalog.search("cohort treatment response", limit=5)]
+    found = catalog.search("cohort treatment response", limit=5)
+    hits = [_views.local_hit(h).model_dump(mode="json") for h in found]
     steps.append({"step": "search", "hits": hits})
     say("\n4. A later session searches the local cards for 'cohort treatment response'")
     say("\n".join(_views.search_lines(hits, catalog.skipped)))
 
     for label, current in (("5", SNAPSHOT), ("6", "warehouse-snapshot-2026-12-01")):
         resolved = store.resolve(experiment, current)
-        view = _views.resolve_view(resolved)
+        view = _views.resolve_result(resolved).model_dump(mode="json")
         steps.append({"step": "resolve", "hashed": resolved.hashed, **view})
         how = "hashed all bytes" if resolved.hashed else "verification cache hit"
         fresh = resolved.freshness is Freshness.FRESH
@@ -151,14 +150,13 @@ def _write_result(path: Path) -> Path:
             "response": pc.random(ROWS, initializer=3),
         }
     )
-    staging = path.with_suffix(".parquet.partial")
-    pq.write_table(table, staging, compression="zstd", row_group_size=250_000)
-    os.replace(staging, path)
+    # The demo's own fresh workspace: nothing reads the file before it is complete.
+    pq.write_table(table, path, compression="zstd", row_group_size=250_000)
     return path
 
 
 def _slice(store: ProjectStore, experiment: str) -> SliceResult:
-    from cas._slice import SliceRequest, slice_experiment
+    from cas.slicing import SliceRequest, read_slice
 
     request = SliceRequest(columns=("patient_id", "response"), where="patient_id < 5", limit=5)
-    return slice_experiment(store, experiment, request)
+    return read_slice(store.locate(experiment).source, request)

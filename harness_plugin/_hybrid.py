@@ -17,10 +17,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from cards import ArtifactError, ExperimentCardV1
-from cas import ProjectStore
-from cas._catalog import SearchHit
+from cards.wire import HitSource, RemoteStatus
+from cas import ProjectStore, SearchHit
 from harness_plugin._catalogs import LiveCatalog
-from indexer._search import CardSearch, RemoteCardHit
+from indexer import CardSearch, RemoteCardHit
 
 RemoteSearch = Callable[[str, int], CardSearch]
 MAX_SUMMARY_CHARS = 400
@@ -33,7 +33,7 @@ class Hit:
 
     experiment_id: str
     artifact_id: str
-    source: str  # "local", "honcho" or "both"
+    source: HitSource
     card: ExperimentCardV1 | None
     score: float
     exact: tuple[str, ...]
@@ -47,7 +47,7 @@ class SearchOutcome:
 
     hits: list[Hit]
     local_ms: float
-    remote_status: str  # "ok", "timeout", "error", "disabled"
+    remote_status: RemoteStatus
     remote_error: str | None = None
     remote_dropped: int = 0
     skipped_cards: int = 0
@@ -72,7 +72,7 @@ def hybrid_search(
     started = time.perf_counter()
     local = live.search(query, limit)
     local_ms = (time.perf_counter() - started) * 1e3
-    outcome = SearchOutcome([], local_ms, "disabled", skipped_cards=live.skipped)
+    outcome = SearchOutcome([], local_ms, RemoteStatus.DISABLED, skipped_cards=live.skipped)
     found = CardSearch(hits=[])
     if future is not None:
         found = _wait(future, remote_deadline_s, outcome)
@@ -85,12 +85,12 @@ def _wait(future: Future[CardSearch], deadline_s: float, outcome: SearchOutcome)
         result = future.result(timeout=deadline_s)
     except FutureTimeout:
         future.cancel()
-        outcome.remote_status = "timeout"
+        outcome.remote_status = RemoteStatus.TIMEOUT
         return CardSearch(hits=[])
     except ArtifactError as exc:
-        outcome.remote_status, outcome.remote_error = "error", str(exc.code)
+        outcome.remote_status, outcome.remote_error = RemoteStatus.ERROR, str(exc.code)
         return CardSearch(hits=[])
-    outcome.remote_status = "ok"
+    outcome.remote_status = RemoteStatus.OK
     outcome.remote_dropped = result.dropped
     return result
 
@@ -117,7 +117,7 @@ def _local(hit: SearchHit, store: ProjectStore, remote_ids: set[str]) -> Hit:
     return Hit(
         experiment_id=card.experiment_id,
         artifact_id=card.artifact.artifact_id,
-        source="both" if card.experiment_id in remote_ids else "local",
+        source=HitSource.BOTH if card.experiment_id in remote_ids else HitSource.LOCAL,
         card=card,
         score=hit.score,
         exact=hit.exact,
@@ -133,7 +133,7 @@ def _remote(hit: RemoteCardHit, live: LiveCatalog) -> Hit:
     return Hit(
         experiment_id=hit.experiment_id,
         artifact_id=hit.artifact_id,
-        source="honcho",
+        source=HitSource.HONCHO,
         card=card,
         score=0.0,
         exact=(),

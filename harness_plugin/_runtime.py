@@ -14,10 +14,16 @@ from typing import TYPE_CHECKING
 from cards import ExperimentCardV1, NotOwner
 from cas import ProjectStore
 from harness_plugin.config import Config
-from indexer._cards import CardAdmission, CardIndexer, ReconcileReport
-from indexer._outbox import Outbox
-from indexer._policy import RetryPolicy
-from indexer._worker import DeliveryReport, DeliveryWorker, Ownership
+from indexer import (
+    CardAdmission,
+    CardIndexer,
+    DeliveryReport,
+    DeliveryWorker,
+    Outbox,
+    Ownership,
+    ReconcileReport,
+    RetryPolicy,
+)
 
 if TYPE_CHECKING:
     import httpx

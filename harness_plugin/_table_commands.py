@@ -9,45 +9,28 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
-import secrets
 from dataclasses import asdict
 from typing import TextIO
 
 import orjson
 
-from cards import (
-    ExperimentCardV1,
-    InvalidInput,
-    UnsupportedMediaType,
-    freshness,
-    freshness_warning,
-)
-from cas import ProjectStore
-from cas._slice import (
-    SliceRequest,
-    SliceResult,
-    describe,
-    read_slice,
-    slice_source,
-)
-from cas._slice_limits import SliceLimits
-from cas._table_info import TableInfo
+from cards import InvalidInput, UnsupportedMediaType
+from cas import Located, ProjectStore, write_new
+from cas.slicing import SliceLimits, SliceRequest, SliceResult, TableInfo, describe, read_slice
 from harness_plugin import _views
 
 MAX_CELL_CHARS = 40
 
 
-def card_header(card: ExperimentCardV1, current: str | None) -> dict[str, object]:
-    """The card's display fields with freshness against `current`, as resolve reports them."""
-    state = freshness(card.source_version, current)
-    warning = freshness_warning(state)
+def card_header(located: Located) -> dict[str, object]:
+    """The card's display fields with its freshness, as resolve reports them."""
+    card = located.card
     return {
         "experiment_id": card.experiment_id,
-        "card": _views.card_display(card),
-        "artifact": _views.artifact_view(card),
-        "freshness": str(state),
-        "warnings": [warning] if warning else [],
+        "card": _views.card_view(card).model_dump(mode="json"),
+        "artifact": _views.artifact_view(card).model_dump(mode="json"),
+        "freshness": str(located.freshness),
+        "warnings": list(located.warnings),
     }
 
 
@@ -55,10 +38,10 @@ def show(
     store: ProjectStore, experiment_id: str, current: str | None, limits: SliceLimits
 ) -> dict[str, object]:
     """The card, and for a table its footer: schema, rows, row groups, sizes, statistics."""
-    source = slice_source(store, experiment_id)  # the card is read once, here
-    view = card_header(source.card, current)
+    located = store.locate(experiment_id, current)  # the card is read once, here
+    view = card_header(located)
     try:
-        info = describe(source.path, source.card, source.manifest_path, limits=limits)
+        info = describe(located.source, limits=limits)
     except UnsupportedMediaType as exc:
         view["table"] = None
         view["note"] = exc.message
@@ -117,9 +100,9 @@ def slice_view(
         limit=args.limit,
         offset=args.offset,
     )
-    source = slice_source(store, args.experiment_id)  # the card is read once, here
-    header = card_header(source.card, args.current_source_version)
-    result = read_slice(source.path, source.card, source.manifest_path, request, limits=limits)
+    located = store.locate(args.experiment_id, args.current_source_version)  # one card read
+    header = card_header(located)
+    result = read_slice(located.source, request, limits=limits)
     if args.out:
         _write_atomically(args.out, _encode(result, args.format))
     elif not args.json:
@@ -188,26 +171,8 @@ def _cell(value: object) -> str:
 
 
 def _write_atomically(path: str, data: bytes) -> None:
-    """Write `data` to a new file at `path`: temp, fsync, rename; never over an existing file."""
-    if os.path.lexists(path):
-        raise InvalidInput("--out names an existing file; choose a new path")
-    directory = os.path.dirname(os.path.abspath(path))
-    temp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.partial")
+    """Write `data` to a new file at `path` atomically; never over an existing file."""
     try:
-        with open(temp, "xb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.link(temp, path)  # fails if `path` appeared meanwhile: never replaces a file
+        write_new(path, [data])
     except FileExistsError as exc:
         raise InvalidInput("--out names an existing file; choose a new path") from exc
-    except OSError as exc:
-        raise InvalidInput(f"cannot write --out: {exc.strerror}") from exc
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

@@ -17,23 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from cards import (
-    ArtifactError,
-    ExperimentCardV1,
-    InvalidInput,
-    UnknownTool,
-    parse_metadata,
-    validation_message,
-)
-from cas import Provenance, Resolved
-from harness_plugin import _schemas as s
+from cards import ArtifactError, InvalidInput, UnknownTool, validation_message, wire
+from cas import Provenance
+from harness_plugin import _views
 from harness_plugin._caller import Caller
 from harness_plugin._catalogs import LiveCatalog
 from harness_plugin._hybrid import Hit, hybrid_search
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_view
-from harness_plugin._views import card_display, iso
-from indexer._search import CardSearch
+from indexer import CardSearch
 
 if TYPE_CHECKING:
     from indexer.honcho_adapter import HonchoMemoryService
@@ -137,15 +129,15 @@ def registry(artifact_memory: bool) -> dict[str, Tool]:
             "memory_search",
             "Search this project's experiment cards (exact ids, fingerprints, tags, source "
             "versions, then text; Honcho semantic hits when configured)." + _HINT,
-            s.SearchArgs,
-            s.SearchResult,
+            wire.SearchArgs,
+            wire.SearchResult,
             _search,
         ),
         Tool(
             "memory_status",
             "Content-free health of the memory: counts, index states, circuit, outbox.",
-            s.StatusArgs,
-            s.StatusResult,
+            wire.StatusArgs,
+            wire.StatusResult,
             _status,
         ),
     ]
@@ -155,85 +147,50 @@ def registry(artifact_memory: bool) -> dict[str, Tool]:
                 "memory_artifact_record",
                 "Record an exact result file you wrote under $RLM_SESSION_DIR/exports/ with an "
                 "experiment card, so later sessions can find and resolve it." + _HINT,
-                s.ArtifactRecordArgs,
-                s.ArtifactRecordResult,
+                wire.RecordArgs,
+                wire.RecordResult,
                 _record,
             ),
             Tool(
                 "memory_artifact_resolve",
                 "Verify an experiment's bytes (size and SHA-256) and return their local path, "
                 "with freshness against your current source version." + _HINT,
-                s.ArtifactResolveArgs,
-                s.ArtifactResolveResult,
+                wire.ResolveArgs,
+                wire.ResolveResult,
                 _resolve,
             ),
         ]
     return {tool.name: tool for tool in sorted(tools, key=lambda t: t.name)}
 
 
-def _record(host: ToolHost, caller: Caller, args: s.ArtifactRecordArgs) -> BaseModel:
+def _record(host: ToolHost, caller: Caller, args: wire.RecordArgs) -> BaseModel:
     project = host.project_of(caller)
     store = host.runtime.stores[project]
-    metadata = parse_metadata(args.model_dump(exclude={"source_path"}))
     provenance = Provenance(
         session_id=caller.session_id,
         root_agent_id=caller.root_agent_id,
         tool_call_id=caller.call_id,
     )
-    recorded = store.record(host.runtime.config.rlm_root, provenance, metadata, args.source_path)
-    new_revision = recorded.card_created or recorded.card_updated
-    admission = host.runtime.admit(recorded.card, new_revision=new_revision)
-    host.catalogs[project].put(store.load_card(recorded.card.experiment_id))
+    recorded = store.record(
+        host.runtime.config.rlm_root, provenance, args.metadata(), args.source_path
+    )
+    admission = host.runtime.admit(recorded.card, new_revision=recorded.new_revision)
+    host.catalogs[project].put(store.load_card(recorded.card.experiment_id))  # its index moved
     if admission.queued:
         host.on_admitted()
     if recorded.deduplicated:
         host.count("memory_artifact_record.deduplicated")
-    card = recorded.card
-    return s.ArtifactRecordResult(
-        experiment_id=card.experiment_id,
-        artifact_id=card.artifact.artifact_id,
-        sha256=card.artifact.sha256,
-        bytes=card.artifact.bytes,
-        local_saved=True,
-        deduplicated=recorded.deduplicated,
-        honcho_queued=admission.queued,
-        index_state=str(admission.state),
-        warnings=list(recorded.warnings),
-    )
+    return _views.record_result(recorded, honcho_queued=admission.queued, state=admission.state)
 
 
-def _resolve(host: ToolHost, caller: Caller, args: s.ArtifactResolveArgs) -> BaseModel:
+def _resolve(host: ToolHost, caller: Caller, args: wire.ResolveArgs) -> BaseModel:
     store = host.runtime.stores[host.project_of(caller)]
     resolved = store.resolve(args.experiment_id, args.current_source_version)
     host.count(f"memory_artifact_resolve.{resolved.freshness}")
-    return _resolve_view(resolved)
+    return _views.resolve_result(resolved)
 
 
-def _resolve_view(resolved: Resolved) -> s.ArtifactResolveResult:
-    card = resolved.card
-    return s.ArtifactResolveResult(
-        experiment_id=card.experiment_id,
-        path=resolved.path,
-        artifact=s.ArtifactView(
-            artifact_id=card.artifact.artifact_id,
-            sha256=card.artifact.sha256,
-            bytes=card.artifact.bytes,
-            media_type=card.artifact.media_type,
-            created_at=iso(card.artifact.created_at),
-            chunk_manifest_sha256=card.chunk_manifest_sha256,
-        ),
-        card=_card_view(card),
-        freshness=str(resolved.freshness),  # type: ignore[arg-type]
-        verified_at=iso(resolved.verified_at),
-        warnings=list(resolved.warnings),
-    )
-
-
-def _card_view(card: ExperimentCardV1) -> s.CardView:
-    return s.CardView.model_validate(card_display(card))
-
-
-def _search(host: ToolHost, caller: Caller, args: s.SearchArgs) -> BaseModel:
+def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> BaseModel:
     project = host.project_of(caller)
     remote = None
     if host.search_service is not None:
@@ -253,10 +210,10 @@ def _search(host: ToolHost, caller: Caller, args: s.SearchArgs) -> BaseModel:
     host.count(f"memory_search.remote_{outcome.remote_status}")
     if outcome.remote_dropped:
         host.count("memory_search.wrong_project_dropped")
-    return s.SearchResult(
-        hits=[_hit_view(hit) for hit in outcome.hits],
-        remote=s.RemoteView(
-            status=outcome.remote_status,  # type: ignore[arg-type]
+    return wire.SearchResult(
+        hits=[_hit(hit) for hit in outcome.hits],
+        remote=wire.RemoteView(
+            status=outcome.remote_status,
             error=outcome.remote_error,
             dropped_wrong_project=outcome.remote_dropped,
         ),
@@ -264,26 +221,20 @@ def _search(host: ToolHost, caller: Caller, args: s.SearchArgs) -> BaseModel:
     )
 
 
-def _hit_view(hit: Hit) -> s.SearchHitView:
-    card = hit.card
-    summary = card.summary if card is not None else hit.remote_text
-    return s.SearchHitView(
+def _hit(hit: Hit) -> wire.SearchHit:
+    return _views.search_hit(
+        hit.card,
         experiment_id=hit.experiment_id,
         artifact_id=hit.artifact_id,
-        title=card.title if card is not None else None,
-        summary=None if summary is None else summary[:400],
-        source_version=card.source_version if card is not None else None,
-        tags=list(card.tags) if card is not None else [],
-        score=round(hit.score, 4),
-        exact=list(hit.exact),
-        source=hit.source,  # type: ignore[arg-type]
-        index_state=str(card.index.state) if card is not None else "unknown",
+        score=hit.score,
+        exact=hit.exact,
+        source=hit.source,
         available_locally=hit.available_locally,
-        updated_at=iso(card.updated_at) if card is not None else None,
+        remote_text=hit.remote_text,
     )
 
 
-def _status(host: ToolHost, caller: Caller, args: s.StatusArgs) -> BaseModel:
+def _status(host: ToolHost, caller: Caller, args: wire.StatusArgs) -> BaseModel:
     del caller, args
     view = status_view(host.runtime.config, host.environ)
-    return s.StatusResult.model_validate({**view, "calls": host.metrics()})
+    return wire.StatusResult.model_validate({**view, "calls": host.metrics()})

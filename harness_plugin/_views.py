@@ -5,87 +5,117 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
-from cards import ExperimentCardV1, IndexState
-from cas import Recorded, Resolved
-from cas._catalog import SearchHit
-from cas._fsck import FsckReport
+from cards import ExperimentCardV1, IndexState, wire
+from cas import FsckReport, Recorded, Resolved, SearchHit
 from harness_plugin._runtime import SyncReport
 from indexer import OutboxStats
 
-_SUMMARY_PREVIEW_CHARS = 160
+_SUMMARY_PREVIEW_CHARS = 400
 SLICE_FORMATS = ("table", "csv", "jsonl", "parquet")
 
 
-def card_display(card: ExperimentCardV1) -> dict[str, object]:
+def card_view(card: ExperimentCardV1) -> wire.CardView:
     """The display fields of a card (card text is untrusted data, shown as data)."""
-    return {
-        "title": card.title,
-        "summary": card.summary,
-        "source": card.source,
-        "source_version": card.source_version,
-        "tags": list(card.tags),
-        "columns": list(card.columns),
-        "shape": card.shape,
-        "created_at": iso(card.created_at),
-        "updated_at": iso(card.updated_at),
-    }
+    return wire.CardView(
+        title=card.title,
+        summary=card.summary,
+        source=card.source,
+        source_version=card.source_version,
+        tags=list(card.tags),
+        columns=list(card.columns),
+        shape=card.shape,
+        created_at=iso(card.created_at),
+        updated_at=iso(card.updated_at),
+    )
 
 
-def artifact_view(card: ExperimentCardV1) -> dict[str, object]:
-    """The artifact reference of a card, as JSON."""
-    return card.artifact.model_dump(mode="json")
+def artifact_view(card: ExperimentCardV1) -> wire.ArtifactView:
+    """The artifact reference of a card, with its chunk manifest's digest."""
+    return wire.ArtifactView(
+        artifact_id=card.artifact.artifact_id,
+        sha256=card.artifact.sha256,
+        bytes=card.artifact.bytes,
+        media_type=card.artifact.media_type,
+        created_at=iso(card.artifact.created_at),
+        chunk_manifest_sha256=card.chunk_manifest_sha256,
+    )
 
 
-def record_view(
+def record_result(
     recorded: Recorded, *, honcho_queued: bool, state: IndexState | None = None
-) -> dict[str, object]:
+) -> wire.RecordResult:
     """What `record` reports (spec §31.2): local durability apart from remote queueing."""
     card = recorded.card
-    return {
-        "experiment_id": card.experiment_id,
-        "artifact_id": card.artifact.artifact_id,
-        "sha256": card.artifact.sha256,
-        "bytes": card.artifact.bytes,
-        "deduplicated": recorded.deduplicated,
-        "local_saved": True,
-        "honcho_queued": honcho_queued,
-        "index_state": str(state or card.index.state),
-        "warnings": list(recorded.warnings),
-    }
+    return wire.RecordResult(
+        experiment_id=card.experiment_id,
+        artifact_id=card.artifact.artifact_id,
+        sha256=card.artifact.sha256,
+        bytes=card.artifact.bytes,
+        deduplicated=recorded.deduplicated,
+        local_saved=True,
+        honcho_queued=honcho_queued,
+        index_state=state or card.index.state,
+        warnings=list(recorded.warnings),
+    )
 
 
-def resolve_view(resolved: Resolved) -> dict[str, object]:
+def resolve_result(resolved: Resolved) -> wire.ResolveResult:
     """What `resolve` reports (spec §31.3): the path only after verification."""
-    return {
-        "experiment_id": resolved.card.experiment_id,
-        "path": resolved.path,
-        "artifact": artifact_view(resolved.card),
-        "card": card_display(resolved.card),
-        "freshness": str(resolved.freshness),
-        "verified_at": iso(resolved.verified_at),
-        "warnings": list(resolved.warnings),
-    }
+    return wire.ResolveResult(
+        experiment_id=resolved.card.experiment_id,
+        path=resolved.path,
+        chunk_manifest_path=resolved.manifest_path,
+        artifact=artifact_view(resolved.card),
+        card=card_view(resolved.card),
+        freshness=resolved.freshness,
+        verified_at=iso(resolved.verified_at),
+        warnings=list(resolved.warnings),
+    )
 
 
-def hit_view(hit: SearchHit) -> dict[str, object]:
-    """One search hit: an experiment card, labelled as untrusted local data."""
+def search_hit(
+    card: ExperimentCardV1 | None,
+    *,
+    experiment_id: str,
+    artifact_id: str,
+    score: float,
+    exact: tuple[str, ...],
+    source: wire.HitSource,
+    available_locally: bool,
+    remote_text: str | None = None,
+) -> wire.SearchHit:
+    """One search hit: a local card when there is one, else what Honcho returned."""
+    summary = card.summary if card is not None else remote_text
+    return wire.SearchHit(
+        experiment_id=experiment_id,
+        artifact_id=artifact_id,
+        title=card.title if card is not None else None,
+        summary=None if summary is None else _preview(summary),
+        data_source=card.source if card is not None else None,
+        source_version=card.source_version if card is not None else None,
+        tags=list(card.tags) if card is not None else [],
+        score=round(score, 4),
+        exact=list(exact),
+        source=source,
+        index_state=str(card.index.state) if card is not None else "unknown",
+        available_locally=available_locally,
+        created_at=iso(card.created_at) if card is not None else None,
+        updated_at=iso(card.updated_at) if card is not None else None,
+    )
+
+
+def local_hit(hit: SearchHit) -> wire.SearchHit:
+    """A hit of the local catalog (its object's presence is not checked here)."""
     card = hit.card
-    return {
-        "kind": "experiment-card",
-        "experiment_id": card.experiment_id,
-        "artifact_id": card.artifact.artifact_id,
-        "title": card.title,
-        "summary": _preview(card.summary),
-        "source": card.source,
-        "source_version": card.source_version,
-        "tags": list(card.tags),
-        "score": round(hit.score, 4),
-        "exact": list(hit.exact),
-        "source_of_hit": "local",
-        "trust": "untrusted-data",
-        "index_state": str(card.index.state),
-        "updated_at": iso(card.updated_at),
-    }
+    return search_hit(
+        card,
+        experiment_id=card.experiment_id,
+        artifact_id=card.artifact.artifact_id,
+        score=hit.score,
+        exact=hit.exact,
+        source=wire.HitSource.LOCAL,
+        available_locally=True,
+    )
 
 
 def fsck_view(report: FsckReport) -> dict[str, object]:
@@ -153,7 +183,9 @@ def search_lines(hits: list[dict[str, object]], skipped: int) -> list[str]:
             assert isinstance(exact, list)
             how = "exact: " + ", ".join(map(str, exact)) if exact else "lexical"
             lines.append(f"{n:>2}. {hit['title']!r}  [{how}, score {hit['score']}]")
-            lines.append(f"    {hit['experiment_id']}  {hit['source']} @ {hit['source_version']}")
+            lines.append(
+                f"    {hit['experiment_id']}  {hit['data_source']} @ {hit['source_version']}"
+            )
     if skipped:
         lines.append(f"({skipped} unreadable cards were skipped; run `artmem fsck`)")
     return lines

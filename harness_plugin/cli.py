@@ -11,10 +11,8 @@ from typing import TextIO
 
 import orjson
 
-from cards import ArtifactError, InvalidInput, parse_metadata
-from cas import ProjectStore, Provenance
-from cas._catalog import Catalog
-from cas._fsck import fsck
+from cards import ArtifactError, InvalidInput, parse_metadata, parse_session_id
+from cas import Catalog, ProjectStore, Provenance, fsck
 from harness_plugin import _views
 from harness_plugin._progress import progress_for
 from harness_plugin._runtime import Runtime
@@ -142,14 +140,19 @@ def _record(args: argparse.Namespace) -> Outcome:
     bar = progress_for(sys.stderr, "recording", enabled=not args.json)
     try:
         recorded = store.record(
-            runtime.config.rlm_root, Provenance(session_id=args.session), metadata, args.path, bar
+            runtime.config.rlm_root,
+            Provenance(session_id=parse_session_id(args.session)),
+            metadata,
+            args.path,
+            bar,
         )
     finally:
         if bar is not None:
             bar.close()
-    new_revision = recorded.card_created or recorded.card_updated
-    admission = runtime.admit(recorded.card, new_revision=new_revision)
-    view = _views.record_view(recorded, honcho_queued=admission.queued, state=admission.state)
+    admission = runtime.admit(recorded.card, new_revision=recorded.new_revision)
+    view = _views.record_result(
+        recorded, honcho_queued=admission.queued, state=admission.state
+    ).model_dump(mode="json")
     return Outcome(view, _views.record_lines(view))
 
 
@@ -169,7 +172,7 @@ def _resolve(args: argparse.Namespace) -> Outcome:
     finally:
         if bar is not None:
             bar.close()
-    view = _views.resolve_view(resolved)
+    view = _views.resolve_result(resolved).model_dump(mode="json")
     return Outcome(view, _views.resolve_lines(view))
 
 
@@ -227,7 +230,10 @@ def _search(args: argparse.Namespace) -> Outcome:
     catalog = Catalog.build(
         scan.cards, max_cards=store.limits.cards_per_project, skipped=len(scan.problems)
     )
-    hits = [_views.hit_view(hit) for hit in catalog.search(args.query, limit=limit)]
+    hits = [
+        _views.local_hit(hit).model_dump(mode="json")
+        for hit in catalog.search(args.query, limit=limit)
+    ]
     view: dict[str, object] = {"hits": hits, "skipped_cards": catalog.skipped}
     return Outcome(view, _views.search_lines(hits, catalog.skipped))
 

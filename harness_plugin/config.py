@@ -7,7 +7,6 @@ and must not overlap one another. Limits may only be lowered.
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,10 +22,11 @@ from cards import (
     Limits,
     ProjectId,
     UnknownProject,
+    is_honcho_id,
     parse_project_id,
 )
 from cas import IntegrityMode, ProjectStore
-from cas._slice_limits import DEFAULT_SLICE_LIMITS, SliceLimits
+from cas.slicing import DEFAULT_SLICE_LIMITS, SliceLimits
 
 CONFIG_ENV = "ARTMEM_CONFIG"
 MAX_CONFIG_BYTES = 1 << 20
@@ -84,7 +84,7 @@ class LimitsConfig(BaseModel):
 
 
 def _honcho_id(value: str) -> str:
-    if re.fullmatch(r"[A-Za-z0-9_-]{1,512}", value) is None:
+    if not is_honcho_id(value):
         raise ValueError("must match [A-Za-z0-9_-]{1,512}")
     return value
 

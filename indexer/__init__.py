@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cards._lazy import lazy_exports as _lazy_exports
+from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from indexer._cards import CardAdmission, CardIndexer, ReconcileReport

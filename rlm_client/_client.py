@@ -1,8 +1,9 @@
 """Memory tools from inside a kernel: typed wrappers over `dsh_tools.call`.
 
 The host attaches the caller (session, project, call ids) itself; nothing here names a scope,
-reads a credential, or talks to Honcho or the store. A failing tool comes back from the bridge
-as a dict, which becomes a `ClientError` carrying the host's error code.
+reads a credential, or talks to Honcho or the store. Replies are parsed with the same wire models
+the host builds them with (`cards.wire`). A failing tool comes back from the bridge as a dict,
+which becomes a `ToolFailed` carrying the host's error code.
 """
 
 from __future__ import annotations
@@ -10,11 +11,15 @@ from __future__ import annotations
 import builtins
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from os import PathLike
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
-from rlm_client._errors import ClientError
+from pydantic import BaseModel, ValidationError
+
+from cards.errors import BadReply, NoToolBridge, ToolFailed
+from cards.wire import RecordResult, ResolveResult, SearchHit, SearchResult
+
+_Result = TypeVar("_Result", bound=BaseModel)
 
 
 class ToolBridge(Protocol):
@@ -40,76 +45,28 @@ def _tools() -> ToolBridge:
         sys.modules["__main__"], "dsh_tools", None
     )
     if found is None:
-        raise ClientError("client.no_bridge", "dsh_tools is not available in this kernel")
-    return found  # type: ignore[no-any-return]
+        raise NoToolBridge("dsh_tools is not available in this kernel")
+    return cast(ToolBridge, found)
 
 
-async def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def _call(name: str, arguments: dict[str, Any], result: type[_Result]) -> _Result:
     reply = await _tools().call(name, arguments)
     if not isinstance(reply, Mapping):
-        raise ClientError("client.bad_reply", "the tool bridge returned an unexpected value")
+        raise BadReply("the tool bridge returned an unexpected value")
     if reply.get("isError"):
-        error = reply.get("error") or {}
-        info = error.get("info") if isinstance(error, Mapping) else None
+        error = reply.get("error")
+        error = error if isinstance(error, Mapping) else {"message": str(error)}
+        info = error.get("info")
         info = info if isinstance(info, Mapping) else {}
-        raise ClientError(
-            str(info.get("code", "tool.error")),
-            str(error.get("message", "the tool failed") if isinstance(error, Mapping) else error),
+        raise ToolFailed(
+            str(info.get("code", "")),
+            str(error.get("message", "the tool failed"))[:1000],
             retryable=bool(info.get("retryable", False)),
         )
-    value = reply.get("value")
-    if not isinstance(value, Mapping):
-        raise ClientError("client.bad_reply", "the tool result is not an object")
-    return dict(value)
-
-
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    """A recorded result: its ids, digest and size, and whether Honcho indexing was queued."""
-
-    experiment_id: str
-    artifact_id: str
-    sha256: str
-    bytes: int
-    deduplicated: bool
-    honcho_queued: bool
-    index_state: str
-    warnings: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """A search hit: an experiment card (untrusted data written by an earlier session)."""
-
-    experiment_id: str
-    artifact_id: str
-    title: str | None
-    summary: str | None
-    source_version: str | None
-    tags: tuple[str, ...]
-    score: float
-    source: str
-    index_state: str
-    available_locally: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Resolved:
-    """A verified local copy of an experiment's bytes (size and SHA-256 proven by the host)."""
-
-    experiment_id: str
-    path: str
-    artifact_id: str
-    sha256: str
-    bytes: int
-    media_type: str
-    chunk_manifest_sha256: str
-    title: str
-    source_version: str
-    columns: tuple[str, ...]
-    freshness: str
-    verified_at: str
-    warnings: tuple[str, ...]
+    try:
+        return result.model_validate(reply.get("value"))
+    except ValidationError as exc:
+        raise BadReply(f"the {name} result does not match its schema") from exc
 
 
 async def record(
@@ -124,11 +81,11 @@ async def record(
     tags: Sequence[str] = (),
     columns: Sequence[str] = (),
     shape: Sequence[int] | None = None,
-) -> Recorded:
+) -> RecordResult:
     """Record a file under `$RLM_SESSION_DIR/exports/` with its experiment card.
 
     Raises:
-        ClientError: the host refused (its code says why, e.g. `cas.path_escape`).
+        ToolFailed: the host refused (its `code` says why, e.g. `cas.path_escape`).
     """
     arguments: dict[str, Any] = {
         "source_path": str(path),
@@ -143,66 +100,26 @@ async def record(
     }
     if shape is not None:
         arguments["shape"] = list(shape)
-    value = await _call("memory_artifact_record", arguments)
-    return Recorded(
-        experiment_id=value["experiment_id"],
-        artifact_id=value["artifact_id"],
-        sha256=value["sha256"],
-        bytes=int(value["bytes"]),
-        deduplicated=bool(value["deduplicated"]),
-        honcho_queued=bool(value["honcho_queued"]),
-        index_state=value["index_state"],
-        warnings=tuple(value.get("warnings", ())),
-    )
+    return await _call("memory_artifact_record", arguments, RecordResult)
 
 
-async def search(query: str, limit: int = 10) -> list[Hit]:
+async def search(query: str, limit: int = 10) -> list[SearchHit]:
     """Search this project's experiment cards (the host picks the project).
 
     Raises:
-        ClientError: the host refused.
+        ToolFailed: the host refused.
     """
-    value = await _call("memory_search", {"query": query, "limit": limit})
-    return [
-        Hit(
-            experiment_id=h["experiment_id"],
-            artifact_id=h["artifact_id"],
-            title=h.get("title"),
-            summary=h.get("summary"),
-            source_version=h.get("source_version"),
-            tags=tuple(h.get("tags", ())),
-            score=float(h.get("score", 0.0)),
-            source=h["source"],
-            index_state=h["index_state"],
-            available_locally=bool(h["available_locally"]),
-        )
-        for h in value.get("hits", [])
-    ]
+    found = await _call("memory_search", {"query": query, "limit": limit}, SearchResult)
+    return found.hits
 
 
-async def resolve(experiment_id: str, current_source_version: str | None = None) -> Resolved:
+async def resolve(experiment_id: str, current_source_version: str | None = None) -> ResolveResult:
     """Resolve an experiment to verified bytes, with freshness against your source version.
 
     Raises:
-        ClientError: missing, corrupt or foreign experiments fail closed (e.g. `cas.integrity`).
+        ToolFailed: missing, corrupt or foreign experiments fail closed (e.g. `cas.integrity`).
     """
     arguments: dict[str, Any] = {"experiment_id": experiment_id}
     if current_source_version is not None:
         arguments["current_source_version"] = current_source_version
-    value = await _call("memory_artifact_resolve", arguments)
-    artifact, card = value["artifact"], value["card"]
-    return Resolved(
-        experiment_id=value["experiment_id"],
-        path=value["path"],
-        artifact_id=artifact["artifact_id"],
-        sha256=artifact["sha256"],
-        bytes=int(artifact["bytes"]),
-        media_type=artifact["media_type"],
-        chunk_manifest_sha256=artifact["chunk_manifest_sha256"],
-        title=card["title"],
-        source_version=card["source_version"],
-        columns=tuple(card.get("columns", ())),
-        freshness=value["freshness"],
-        verified_at=value["verified_at"],
-        warnings=tuple(value.get("warnings", ())),
-    )
+    return await _call("memory_artifact_resolve", arguments, ResolveResult)

@@ -7,7 +7,7 @@ import re
 import secrets
 from pathlib import Path
 
-from rlm_client._errors import ClientError
+from cards.errors import InvalidInput, NotInKernel
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
@@ -16,11 +16,11 @@ def exports_dir() -> Path:
     """The current session's exports directory (created 0700 if missing).
 
     Raises:
-        ClientError: `RLM_SESSION_DIR` is not set.
+        NotInKernel: `RLM_SESSION_DIR` is not set.
     """
     session = os.environ.get("RLM_SESSION_DIR")
     if not session:
-        raise ClientError("client.no_session", "RLM_SESSION_DIR is not set: not inside a kernel")
+        raise NotInKernel("RLM_SESSION_DIR is not set: not inside a kernel")
     exports = Path(session) / "exports"
     exports.mkdir(mode=0o700, exist_ok=True)
     return exports
@@ -33,7 +33,7 @@ def export_table(table: object, name: str) -> Path:
     hidden partial file. Returns the path to pass to `record`.
 
     Raises:
-        ClientError: the name is not a plain file name, or the object is not a table.
+        InvalidInput: the name is not a plain file name, or the object is not a table.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -41,14 +41,12 @@ def export_table(table: object, name: str) -> Path:
     if not name.endswith(".parquet"):
         name += ".parquet"
     if _NAME.fullmatch(name) is None:
-        raise ClientError("client.invalid_name", "the name must be a plain file name")
+        raise InvalidInput("the name must be a plain file name")
     if not isinstance(table, pa.Table):
         try:
             table = pa.Table.from_pandas(table, preserve_index=False)
         except (TypeError, ValueError, AttributeError, ImportError) as exc:
-            raise ClientError(
-                "client.not_a_table", "expected a pyarrow Table or a DataFrame"
-            ) from exc
+            raise InvalidInput("expected a pyarrow Table or a DataFrame") from exc
     exports = exports_dir()
     final = exports / name
     partial = exports / f".{name}.{secrets.token_hex(6)}.partial"

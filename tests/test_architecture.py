@@ -1,13 +1,23 @@
-"""DESIGN.md §2: imports go one way, only the adapter imports honcho, the core does no I/O."""
+"""DESIGN.md §2: imports go one way, only the adapter imports honcho, the core does no I/O.
+
+Each package's `__init__` (and a public subpackage's, `cas.slicing`) is its API: no other
+package imports a `_private` module, and every exported name is used by another package.
+"""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import json
+import re
+import subprocess
+import sys
 import types
 from pathlib import Path
 
 import pytest
+
+from cards.errors import ErrorCode
 
 ROOT = Path(__file__).parent.parent
 PACKAGES = ("cards", "cas", "indexer", "harness_plugin", "rlm_client")
@@ -19,7 +29,14 @@ ALLOWED = {
     "rlm_client": {"cards", "cas"},
 }
 # The kernel side may use only the slicing part of the store: never writes, outbox or Honcho.
-RLM_CLIENT_CAS_MODULES = {"cas._slice", "cas._expr", "cas._chunks"}
+RLM_CLIENT_CAS_MODULES = {"cas.slicing"}
+# Modules that must never load in a kernel (checked through sys.modules, not only imports).
+KERNEL_FORBIDDEN = re.compile(
+    r"(cas\._(store|objects|cardfiles|ingest|project|hashing|verify|fsck|catalog)"
+    r"|indexer|harness_plugin|honcho|httpx|portalocker)(\..*)?"
+)
+API_PACKAGES = (*PACKAGES, "cas.slicing")
+ERROR_CODE_PREFIXES = ("config", "input", "worker", "slice", "card", "cas", "indexer", "client")
 IO_MODULES = {
     "os", "io", "pathlib", "shutil", "socket", "subprocess", "tempfile", "time", "random",
     "secrets", "httpx", "portalocker", "fcntl", "honcho",
@@ -68,13 +85,92 @@ def test_rlm_client_uses_only_the_slicing_part_of_the_store():
             assert top not in {"indexer", "harness_plugin", "honcho", "httpx", "portalocker"}
 
 
+def test_importing_rlm_client_loads_no_store_write_module():
+    """Through `sys.modules` in a fresh interpreter: indirect imports count too."""
+    probe = (
+        "import json, sys, rlm_client\n"
+        "rlm_client.read_slice, rlm_client.record, rlm_client.export_table\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    loaded = json.loads(done.stdout)
+    assert "cas.slicing._slice" in loaded  # the probe did load the slicing path
+    forbidden = [name for name in loaded if KERNEL_FORBIDDEN.fullmatch(name)]
+    assert forbidden == []
+
+
+def _private(module: str) -> bool:
+    return any(part.startswith("_") for part in module.split(".")[1:])
+
+
+@pytest.mark.parametrize("package", (*PACKAGES, "benchmarks"))
+def test_no_package_imports_another_packages_private_module(package):
+    for path in _modules(package):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                if top in PACKAGES and top != package:
+                    assert not _private(module), f"{path.relative_to(ROOT)} imports {module}"
+
+
+def _names_used_from(api: str) -> set[str]:
+    """Names other packages (and the benchmarks) take from `api` or its public submodules."""
+    top = api.split(".")[0]
+    used: set[str] = set()
+    for package in (*PACKAGES, "benchmarks"):
+        if package == top:
+            continue
+        for path in _modules(package):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.ImportFrom) and node.module == api and node.level == 0:
+                    used.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.Attribute) and ast.unparse(node.value) == api:
+                    used.add(node.attr)
+    return used
+
+
+@pytest.mark.parametrize("api", API_PACKAGES)
+def test_every_exported_name_is_used_by_another_package(api):
+    exported = set(getattr(importlib.import_module(api), "__all__", []))
+    unused = exported - _names_used_from(api)
+    assert unused == set(), f"{api} exports names no other package uses"
+
+
+def _string_constants(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
+
+
+def test_every_emitted_error_code_is_an_error_code():
+    shape = re.compile(rf"(?:{'|'.join(ERROR_CODE_PREFIXES)})\.[a-z][a-z_]*")
+    modules = {
+        p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".") for p in ROOT.rglob("*.py")
+    }
+    known = {str(code) for code in ErrorCode}
+    for package in PACKAGES:
+        for path in _modules(package):
+            for text in _string_constants(path):
+                if shape.fullmatch(text) and text not in modules:
+                    assert text in known, f"{path.relative_to(ROOT)} emits {text!r}"
+
+
 def test_the_pure_core_does_no_io():
     for path in _modules("cards"):
         for name in _imports(path):
             assert name.split(".")[0] not in IO_MODULES, f"{path.name} imports {name}"
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", API_PACKAGES)
 def test_dunder_all_lists_exactly_the_public_names(package):
     module = importlib.import_module(package)
     exported = getattr(module, "__all__", [])

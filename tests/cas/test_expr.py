@@ -18,7 +18,7 @@ from cards.errors import (
     InvalidInput,
     UnknownColumn,
 )
-from cas._expr import (
+from cas.slicing._expr import (
     MAX_DEPTH,
     MAX_FILTER_CHARS,
     MAX_IN_ITEMS,
@@ -35,7 +35,7 @@ from cas._expr import (
     parse_filter,
     tokenize,
 )
-from cas._expr_check import column_kind, compile_filter
+from cas.slicing._expr_check import column_kind, compile_filter
 
 UTC = dt.UTC
 SCHEMA = pa.schema(

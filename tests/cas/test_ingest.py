@@ -21,7 +21,8 @@ from cards import (
     SourceChanged,
     SourceMissing,
 )
-from cas import Provenance, export_parts
+from cas import Provenance
+from cas._ingest import export_parts
 
 
 def _assert_nothing_stored(ws: Workspace, store) -> None:

@@ -35,25 +35,22 @@ from cards.errors import (
     UnknownColumn,
     UnsupportedMediaType,
 )
-from cas import CHUNK_BYTES
-from cas._expr import parse_filter
-from cas._expr_check import compile_filter
-from cas._isolated import isolated
-from cas._slice import (
+from cas import Located
+from cas._chunks import CHUNK_BYTES
+from cas.slicing._expr import parse_filter
+from cas.slicing._expr_check import compile_filter
+from cas.slicing._isolated import isolated
+from cas.slicing._reader import load_manifest, verified_object
+from cas.slicing._slice import (
     BYTE_BUDGET,
     ROW_LIMIT,
     SliceLimits,
     SliceRequest,
     SliceResult,
-    SliceSource,
     describe,
-    describe_experiment,
     read_slice,
-    slice_experiment,
-    slice_source,
 )
-from cas._tables import ARROW_FILE, PARQUET
-from cas._verified import load_manifest, verified_object
+from cas.slicing._tables import ARROW_FILE, PARQUET
 
 MIB = 1 << 20
 
@@ -76,17 +73,15 @@ def ipc_bytes(table: pa.Table, chunk_rows: int | None = None, compression=None) 
     return sink.getvalue()
 
 
-def record(ws, store, data: bytes, media_type: str = PARQUET) -> SliceSource:
+def record(ws, store, data: bytes, media_type: str = PARQUET) -> Located:
     name = "t-" + hashlib.sha256(data).hexdigest()[:16]
     ws.export(name, data)
     recorded = ws.record(store, name, media_type=media_type)
-    return slice_source(store, recorded.card.experiment_id)
+    return store.locate(recorded.card.experiment_id)
 
 
-def sliced(source: SliceSource, limits: SliceLimits | None = None, **request) -> SliceResult:
-    return read_slice(
-        source.path, source.card, source.manifest_path, SliceRequest(**request), limits=limits
-    )
+def sliced(source: Located, limits: SliceLimits | None = None, **request) -> SliceResult:
+    return read_slice(source.source, SliceRequest(**request), limits=limits)
 
 
 def keyed(rows: int, **extra: pa.Array) -> pa.Table:
@@ -221,11 +216,11 @@ def test_the_experiment_helpers_locate_the_object(ws, store):
     data = parquet_bytes(keyed(100))
     ws.export("r.parquet", data)
     card = ws.record(store, "r.parquet", media_type=PARQUET).card
-    result = slice_experiment(store, card.experiment_id, SliceRequest(where="k = 5"))
+    result = read_slice(store.locate(card.experiment_id).source, SliceRequest(where="k = 5"))
     assert result.table.column("k").to_pylist() == [5]
-    assert describe_experiment(store, card.experiment_id).num_rows == 100
-    source = slice_source(store, card.experiment_id)
-    assert Path(source.path).read_bytes() == data and source.card == card
+    assert describe(store.locate(card.experiment_id).source).num_rows == 100
+    source = store.locate(card.experiment_id)
+    assert Path(source.source.path).read_bytes() == data and source.card == card
 
 
 # -- slices agree with a full read ------------------------------------------------------------
@@ -399,7 +394,7 @@ def test_a_flipped_byte_in_a_chunk_the_slice_reads_fails_closed(ws, store):
         for g in range(meta.num_row_groups)
         if 0 < meta.row_group(g).column(0).data_page_offset // CHUNK_BYTES < footer_chunk
     )
-    flip_byte(source.path, offset + 100)
+    flip_byte(source.source.path, offset + 100)
     untouched = sliced(source, columns=("k",), limit=5)  # the first row group and the footer
     assert untouched.table.column("k").to_pylist() == list(range(5))
     low = group * 20_000
@@ -409,46 +404,46 @@ def test_a_flipped_byte_in_a_chunk_the_slice_reads_fails_closed(ws, store):
 
 def test_a_flipped_byte_in_the_footer_fails_every_slice(ws, store):
     source = record(ws, store, parquet_bytes(keyed(1000)))
-    flip_byte(source.path, source.card.artifact.bytes - 20)
+    flip_byte(source.source.path, source.card.artifact.bytes - 20)
     with pytest.raises(IntegrityError):
         sliced(source, limit=1)
     with pytest.raises(IntegrityError):
-        describe(source.path, source.card, source.manifest_path)
+        describe(source.source)
 
 
 def test_a_manifest_not_bound_by_the_card_is_refused(ws, store):
     source = record(ws, store, parquet_bytes(keyed(100)))
-    os.chmod(source.manifest_path, 0o600)
-    with open(source.manifest_path, "ab") as handle:
+    os.chmod(source.source.manifest_path, 0o600)
+    with open(source.source.manifest_path, "ab") as handle:
         handle.write(b" ")
     with pytest.raises(IntegrityError, match="manifest"):
         sliced(source)
     with pytest.raises(IntegrityError, match="manifest"):
-        slice_source(store, source.card.experiment_id)
+        store.locate(source.card.experiment_id)
 
 
 def test_a_missing_manifest_is_an_integrity_failure(ws, store):
     source = record(ws, store, parquet_bytes(keyed(100)))
-    os.unlink(source.manifest_path)
+    os.unlink(source.source.manifest_path)
     with pytest.raises(IntegrityError, match="missing"):
         sliced(source)
 
 
 def test_a_shortened_object_is_an_integrity_failure(ws, store):
     source = record(ws, store, parquet_bytes(keyed(100)))
-    os.chmod(source.path, 0o600)
-    os.truncate(source.path, source.card.artifact.bytes - 1)
+    os.chmod(source.source.path, 0o600)
+    os.truncate(source.source.path, source.card.artifact.bytes - 1)
     with pytest.raises(IntegrityError, match="size"):
         sliced(source)
 
 
 def test_a_missing_object_is_reported_as_missing(ws, store):
     source = record(ws, store, parquet_bytes(keyed(100)))
-    os.unlink(source.path)
+    os.unlink(source.source.path)
     with pytest.raises(ObjectMissing):
         sliced(source)
     with pytest.raises(ObjectMissing):
-        slice_source(store, source.card.experiment_id)
+        store.locate(source.card.experiment_id)
 
 
 # -- hostile and corrupt files ----------------------------------------------------------------
@@ -484,7 +479,7 @@ def test_a_footer_over_the_bound_is_refused_before_parsing(ws, store):
         sliced(source, limits=limits)
     assert caught.value.limit == 64 and isinstance(caught.value, LimitExceeded)
     with pytest.raises(TableTooLarge):
-        describe(source.path, source.card, source.manifest_path, limits=limits)
+        describe(source.source, limits=limits)
 
 
 def test_a_garbage_footer_is_unreadable(ws, store):
@@ -503,7 +498,7 @@ def test_thousands_of_columns_are_refused(ws, store):
     with pytest.raises(TableTooLarge, match="10001 columns"):
         sliced(source, columns=("c1",))
     with pytest.raises(TableTooLarge):
-        describe(source.path, source.card, source.manifest_path)
+        describe(source.source)
 
 
 def test_the_column_bound_applies_to_ipc_too(ws, store):
@@ -518,7 +513,7 @@ def test_one_huge_row_group_is_read_a_page_at_a_time(ws, store):
     table = pa.table({"k": pa.array(range(rows), pa.int64()), "r": pc.random(rows)})
     source = record(ws, store, parquet_bytes(table, row_group_size=rows, compression="none"))
     size = source.card.artifact.bytes
-    assert pq.read_metadata(source.path).num_row_groups == 1 and size > 5 * CHUNK_BYTES
+    assert pq.read_metadata(source.source.path).num_row_groups == 1 and size > 5 * CHUNK_BYTES
     first = sliced(source, columns=("k",), limit=10)
     assert first.rows == 10 and first.batches_read == 1 and first.chunks_verified <= 2
     both = sliced(source, limit=10)  # the start of each column, and the footer
@@ -574,7 +569,7 @@ def test_a_footer_that_aborts_pyarrow_is_unreadable_and_we_survive(ws, store, tm
     with pytest.raises(TableUnreadable, match="crashed"):
         sliced(source, where="k > 10")
     with pytest.raises(TableUnreadable, match="crashed"):
-        describe(source.path, source.card, source.manifest_path)
+        describe(source.source)
     try:
         sliced(source)  # no statistics needed, no fork: the page reader reports its errors
     except TableUnreadable:
@@ -598,7 +593,7 @@ def test_corrupt_tables_fail_only_with_our_errors(ws, media_type, flips, tail):
     for attempt in (
         lambda: sliced(source, columns=("s", "cat"), where="k > 100 and x is not null"),
         lambda: sliced(source),
-        lambda: describe(source.path, source.card, source.manifest_path),
+        lambda: describe(source.source),
     ):
         try:
             attempt()
@@ -633,13 +628,13 @@ def test_filter_errors_reach_the_caller_with_positions(ws, store):
 def test_other_media_types_are_refused_by_name(ws, store):
     ws.export("r.csv", b"a,b\n1,2\n")
     card = ws.record(store, "r.csv", media_type="text/csv").card
-    source = slice_source(store, card.experiment_id)
+    source = store.locate(card.experiment_id)
     with pytest.raises(UnsupportedMediaType) as caught:
         sliced(source)
     assert caught.value.supported == (PARQUET, ARROW_FILE)
     assert PARQUET in caught.value.message and ARROW_FILE in caught.value.message
     with pytest.raises(UnsupportedMediaType):
-        describe(source.path, source.card, source.manifest_path)
+        describe(source.source)
 
 
 @pytest.mark.parametrize(
@@ -661,7 +656,7 @@ def test_other_media_types_are_refused_by_name(ws, store):
 )
 def test_malformed_requests_are_refused_before_reading(ws, store, request_fields, error):
     source = record(ws, store, parquet_bytes(keyed(10)))
-    os.unlink(source.path)  # nothing may be read: a read would fail differently
+    os.unlink(source.source.path)  # nothing may be read: a read would fail differently
     with pytest.raises(error):
         sliced(source, **request_fields)
 
@@ -680,7 +675,7 @@ def test_limits_may_only_be_lowered():
 def test_describe_reads_the_shape_from_the_footer(ws, store):
     table = keyed(1000)
     source = record(ws, store, parquet_bytes(table, row_group_size=300))
-    info = describe(source.path, source.card, source.manifest_path)
+    info = describe(source.source)
     assert info.media_type == PARQUET and info.num_rows == 1000 and info.num_row_groups == 4
     assert [g.rows for g in info.row_groups] == [300, 300, 300, 100]
     assert [(f.name, f.type) for f in info.fields] == [
@@ -698,20 +693,20 @@ def test_describe_reads_the_shape_from_the_footer(ws, store):
 def test_describe_of_a_large_file_hashes_only_its_footer(ws, store):
     table = keyed(400_000, noise=pc.random(400_000), more=pc.random(400_000))
     source = record(ws, store, parquet_bytes(table, row_group_size=20_000))
-    info = describe(source.path, source.card, source.manifest_path)
+    info = describe(source.source)
     assert info.num_row_groups == 20 and info.chunks_verified == 1
     assert info.bytes_read < source.card.artifact.bytes / 2
 
 
 def test_describe_without_statistics_says_so(ws, store):
     source = record(ws, store, parquet_bytes(keyed(50), write_statistics=False))
-    info = describe(source.path, source.card, source.manifest_path)
+    info = describe(source.source)
     assert all(c.min is None and c.max is None and c.null_count is None for c in info.columns)
 
 
 def test_describe_of_an_arrow_file(ws, store):
     source = record(ws, store, ipc_bytes(keyed(100), chunk_rows=30), ARROW_FILE)
-    info = describe(source.path, source.card, source.manifest_path)
+    info = describe(source.source)
     assert info.media_type == ARROW_FILE and info.num_row_groups == 4
     assert info.num_rows is None and info.notes and [f.name for f in info.fields] == ["k", "x", "s"]
 
@@ -722,8 +717,8 @@ def test_describe_of_an_arrow_file(ws, store):
 @pytest.fixture
 def reader(ws, store):
     source = record(ws, store, big_bytes(ARROW_FILE), ARROW_FILE)
-    manifest = load_manifest(source.manifest_path, source.card)
-    with verified_object(source.path, source.card, manifest, max_read_bytes=16 * MIB) as opened:
+    manifest = load_manifest(source.source)
+    with verified_object(source.source, manifest, max_read_bytes=16 * MIB) as opened:
         yield opened
 
 

@@ -29,7 +29,8 @@ from cards import (
     artifact_id_for_bytes,
     parse_card,
 )
-from cas import IntegrityMode, VerificationCache, parse_manifest
+from cas import IntegrityMode, VerificationCache
+from cas._chunks import parse_manifest
 
 
 class Clock:

@@ -24,7 +24,7 @@ import orjson
 
 from cards.errors import IntegrityError, StoreIOError, TableTooLarge, TableUnreadable
 from cas import _fs
-from cas._verified import ReadStats, VerifiedReader
+from cas.slicing._reader import ReadStats, VerifiedReader
 
 TIMEOUT_SECONDS = 60.0
 MAX_ANSWER_BYTES = 64 << 20

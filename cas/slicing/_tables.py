@@ -2,7 +2,7 @@
 
 Both check the file's trailer (magic bytes and footer length) against a bound before pyarrow
 parses any metadata, and cap the number of columns. Parquet row groups are pruned by their
-statistics (`pyarrow.dataset`, in a forked child: see `cas._isolated`), then the surviving ones
+statistics (`pyarrow.dataset`, in a forked child: see `_isolated`), then the surviving ones
 are read lazily with `ParquetFile.iter_batches`, decoding only needed columns through buffered
 streams: pages, not whole column chunks, are read at a time, so a huge row group stays bounded,
 and nothing is read ahead of the batch being consumed (the dataset scanner reads row groups
@@ -27,9 +27,9 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from cards.errors import TableTooLarge, TableUnreadable, UnsupportedMediaType
-from cas._isolated import isolated
-from cas._slice_limits import TableBounds
-from cas._verified import VerifiedReader
+from cas.slicing._isolated import isolated
+from cas.slicing._limits import TableBounds
+from cas.slicing._reader import VerifiedReader
 
 PARQUET = "application/vnd.apache.parquet"
 ARROW_FILE = "application/vnd.apache.arrow.file"

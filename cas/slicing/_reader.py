@@ -15,7 +15,6 @@ import stat
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
 
 import xxhash
 
@@ -27,35 +26,21 @@ CACHED_CHUNKS = 8
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-class ArtifactFacts(Protocol):
-    """What a card records about the bytes: their size and media type."""
+@dataclass(frozen=True, slots=True)
+class SliceSource:
+    """A recorded object as a slice reads it: its bytes, its manifest, and what binds them.
 
-    @property
-    def bytes(self) -> int:
-        """The object's size."""
-        ...
+    `size`, `media_type` and `chunk_manifest_sha256` are the card's facts about the bytes.
 
-    @property
-    def media_type(self) -> str:
-        """The object's media type."""
-        ...
-
-
-class SliceTarget(Protocol):
-    """What a verified read checks against: an `ExperimentCardV1`, or anything as trusted.
-
-    The kernel side builds one from a resolve result the host verified.
+    The store builds one after checking the card's scope (`ProjectStore.locate`); the kernel
+    builds one from a resolve result the host verified.
     """
 
-    @property
-    def artifact(self) -> ArtifactFacts:
-        """The artifact's size and media type."""
-        ...
-
-    @property
-    def chunk_manifest_sha256(self) -> str:
-        """The SHA-256 of the object's chunk manifest, as recorded."""
-        ...
+    path: str
+    manifest_path: str
+    size: int
+    media_type: str
+    chunk_manifest_sha256: str
 
 
 @dataclass(slots=True)
@@ -66,8 +51,8 @@ class ReadStats:
     chunks_verified: int = 0
 
 
-def load_manifest(manifest_path: str, card: SliceTarget) -> ChunkManifest:
-    """Read an object's chunk manifest and prove it is the one `card` binds.
+def load_manifest(source: SliceSource) -> ChunkManifest:
+    """Read an object's chunk manifest and prove it is the one `source` names.
 
     Raises:
         IntegrityError: the manifest is missing, differs from the card's digest, is malformed,
@@ -75,9 +60,9 @@ def load_manifest(manifest_path: str, card: SliceTarget) -> ChunkManifest:
         StoreIOError: the manifest could not be read.
     """
     # Canonical JSON: under 40 bytes a chunk digest, plus a short fixed header.
-    bound = 256 + 40 * chunk_count(card.artifact.bytes)
+    bound = 256 + 40 * chunk_count(source.size)
     try:
-        fd = os.open(manifest_path, _OPEN_FLAGS)
+        fd = os.open(source.manifest_path, _OPEN_FLAGS)
     except FileNotFoundError as exc:
         raise IntegrityError("the artifact's chunk manifest is missing") from exc
     except OSError as exc:
@@ -88,10 +73,10 @@ def load_manifest(manifest_path: str, card: SliceTarget) -> ChunkManifest:
         raw = _read_bounded(fd, bound)
     finally:
         os.close(fd)
-    if hashlib.sha256(raw).hexdigest() != card.chunk_manifest_sha256:
+    if hashlib.sha256(raw).hexdigest() != source.chunk_manifest_sha256:
         raise IntegrityError("the chunk manifest differs from the one its card binds")
     manifest = parse_manifest(raw)
-    if manifest.size != card.artifact.bytes:
+    if manifest.size != source.size:
         raise IntegrityError("the chunk manifest describes an object of another size")
     return manifest
 
@@ -107,17 +92,17 @@ def _read_bounded(fd: int, bound: int) -> bytes:
 
 @contextlib.contextmanager
 def verified_object(
-    path: str, card: SliceTarget, manifest: ChunkManifest, *, max_read_bytes: int
+    source: SliceSource, manifest: ChunkManifest, *, max_read_bytes: int
 ) -> Iterator[VerifiedReader]:
     """Open a stored object for verified reads; it is closed on exit.
 
     Raises:
-        ObjectMissing: there is no object at `path`.
+        ObjectMissing: there is no object at `source.path`.
         IntegrityError: the object is not a regular file of the card's size.
         StoreIOError: the object could not be opened.
     """
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(source.path, _OPEN_FLAGS)
     except FileNotFoundError as exc:
         raise ObjectMissing("the experiment's artifact is missing from the store") from exc
     except OSError as exc:
@@ -125,7 +110,7 @@ def verified_object(
     reader = VerifiedReader(fd, manifest, max_read_bytes=max_read_bytes)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size != card.artifact.bytes:
+        if not stat.S_ISREG(st.st_mode) or st.st_size != source.size:
             raise IntegrityError("the stored artifact's size differs from its card")
         yield reader
     finally:

@@ -12,7 +12,7 @@ Grammar (keywords are case-insensitive; `not` binds looser than a comparison, as
                | date 'YYYY-MM-DD' | timestamp 'YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][Z|+HH:MM]'
     name      := [A-Za-z_][A-Za-z0-9_]* | "any name" ("" escapes)
 
-Nothing is ever evaluated in Python: `cas._expr_check` checks the tree against a table's schema
+Nothing is ever evaluated in Python: `_expr_check` checks the tree against a table's schema
 and converts it to a `pyarrow.compute.Expression`.
 """
 

@@ -1,47 +1,42 @@
 """Bounded, verified slices of recorded tables, and what their footers say.
 
-A slice projects columns, filters rows with the language of `cas._expr`, skips `offset` matching
+A slice projects columns, filters rows with the language of `_expr`, skips `offset` matching
 rows, and keeps at most `limit` rows and `max_bytes` materialised bytes, in file order, so pages
 are reproducible. Reaching a bound stops reading at once and the result says which bound it was;
 `truncated` then means "reading stopped early": when exactly `limit` rows remain it is set
 although nothing follows, because finding that out could mean reading the rest of the file.
 
-Every byte a slice reads is proven against the chunk manifest its card binds (`cas._verified`),
+Every byte a slice reads is proven against the chunk manifest its card binds (`_reader`),
 so a 1% slice hashes about 1% of the object; resolve, which hands out a path, keeps full SHA-256.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 import pyarrow as pa
 
-from cards import ExperimentCardV1
 from cards.errors import (
     ArtifactError,
     InvalidInput,
     LimitExceeded,
-    ObjectMissing,
     TableUnreadable,
     UnknownColumn,
 )
-from cas._expr import Node, filter_columns, parse_filter
-from cas._expr_check import compile_filter
-from cas._layout import ProjectLayout
-from cas._slice_limits import DEFAULT_SLICE_LIMITS, SliceLimits
-from cas._table_info import TableInfo, table_info
-from cas._tables import Scan, TableFile, check_media_type, open_table
-from cas._verified import (
+from cas.slicing._expr import Node, filter_columns, parse_filter
+from cas.slicing._expr_check import compile_filter
+from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
+from cas.slicing._reader import (
     ReadStats,
-    SliceTarget,
+    SliceSource,
     VerifiedReader,
     load_manifest,
     verified_object,
 )
+from cas.slicing._table_info import TableInfo, table_info
+from cas.slicing._tables import Scan, TableFile, check_media_type, open_table
 
 ROW_LIMIT = "row_limit"
 BYTE_BUDGET = "byte_budget"
@@ -74,56 +69,8 @@ class SliceResult:
     batches_read: int
 
 
-@dataclass(frozen=True, slots=True)
-class SliceSource:
-    """Where an experiment's object and chunk manifest are, with the card that binds them."""
-
-    card: ExperimentCardV1
-    path: str
-    manifest_path: str
-
-
-class CardStore(Protocol):
-    """The part of a project store that slicing needs: cards and where objects live."""
-
-    layout: ProjectLayout
-
-    def load_card(self, experiment_id: str) -> ExperimentCardV1:
-        """Read and validate one card of the project."""
-        ...
-
-    def local_path(self, parts: Sequence[str]) -> str:
-        """The absolute path of a layout path below the project's directory."""
-        ...
-
-
-def slice_source(store: CardStore, experiment_id: str) -> SliceSource:
-    """Locate an experiment's object and prove its chunk manifest is the one its card binds.
-
-    Raises:
-        InvalidId: `experiment_id` is malformed.
-        ExperimentNotFound: the project has no such card.
-        CardInvalid: the card is malformed, unsupported, or belongs elsewhere.
-        ObjectMissing: the card's object is not in the store.
-        IntegrityError: the chunk manifest is missing or not the card's.
-        StoreIOError: the manifest could not be read.
-    """
-    card = store.load_card(experiment_id)
-    path = store.local_path(store.layout.object_path(card.typed_artifact_id))
-    manifest_path = store.local_path(store.layout.chunks_path(card.typed_artifact_id))
-    if not os.path.lexists(path):
-        raise ObjectMissing("the experiment's artifact is missing from the store")
-    load_manifest(manifest_path, card)
-    return SliceSource(card=card, path=path, manifest_path=manifest_path)
-
-
 def read_slice(
-    path: str,
-    card: SliceTarget,
-    manifest_path: str,
-    request: SliceRequest,
-    *,
-    limits: SliceLimits | None = None,
+    source: SliceSource, request: SliceRequest, *, limits: SliceLimits | None = None
 ) -> SliceResult:
     """Read a bounded slice of a recorded table, proving every chunk it reads.
 
@@ -133,20 +80,20 @@ def read_slice(
         LimitExceeded: the request asks for more than the limits allow; `TableTooLarge` when
             the table's footer, width or a single read exceeds them.
         TableUnreadable: the bytes are intact but not a readable table.
-        ObjectMissing: there is no object at `path`.
+        ObjectMissing: there is no object at `source.path`.
         IntegrityError: the manifest, the object's size or a chunk read differs from the card.
         StoreIOError: the object could not be read.
     """
     limits = limits or DEFAULT_SLICE_LIMITS
     limit, max_bytes = _check_request(request, limits)
-    media_type = check_media_type(card.artifact.media_type)
+    media_type = check_media_type(source.media_type)
     node = (
         None
         if request.where is None
         else parse_filter(request.where, max_chars=limits.max_filter_chars)
     )
-    manifest = load_manifest(manifest_path, card)
-    with verified_object(path, card, manifest, max_read_bytes=limits.max_read_bytes) as reader:
+    manifest = load_manifest(source)
+    with verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader:
         with _table_errors(reader):
             table_file = open_table(media_type, reader, limits.table_bounds)
             scan = _plan(table_file.schema, request, node, limit)
@@ -154,47 +101,25 @@ def read_slice(
         return _result(collected, reader.stats)
 
 
-def describe(
-    path: str, card: SliceTarget, manifest_path: str, *, limits: SliceLimits | None = None
-) -> TableInfo:
+def describe(source: SliceSource, *, limits: SliceLimits | None = None) -> TableInfo:
     """Describe a recorded table from its footer alone, proving the chunks it reads.
 
     Raises:
         UnsupportedMediaType: the card's media type is not a supported table format.
         TableTooLarge: the footer or the column count exceeds the limits.
         TableUnreadable: the bytes are intact but not a readable table.
-        ObjectMissing: there is no object at `path`.
+        ObjectMissing: there is no object at `source.path`.
         IntegrityError: the manifest, the object's size or a chunk read differs from the card.
         StoreIOError: the object could not be read.
     """
     limits = limits or DEFAULT_SLICE_LIMITS
-    media_type = check_media_type(card.artifact.media_type)
-    manifest = load_manifest(manifest_path, card)
-    with verified_object(path, card, manifest, max_read_bytes=limits.max_read_bytes) as reader:
+    media_type = check_media_type(source.media_type)
+    manifest = load_manifest(source)
+    with verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader:
         with _table_errors(reader):
             info = table_info(open_table(media_type, reader, limits.table_bounds))
         stats = reader.stats
     return replace(info, bytes_read=stats.bytes_read, chunks_verified=stats.chunks_verified)
-
-
-def slice_experiment(
-    store: CardStore,
-    experiment_id: str,
-    request: SliceRequest,
-    *,
-    limits: SliceLimits | None = None,
-) -> SliceResult:
-    """`read_slice` of an experiment of `store` (raises what `slice_source` and it raise)."""
-    source = slice_source(store, experiment_id)
-    return read_slice(source.path, source.card, source.manifest_path, request, limits=limits)
-
-
-def describe_experiment(
-    store: CardStore, experiment_id: str, *, limits: SliceLimits | None = None
-) -> TableInfo:
-    """`describe` of an experiment of `store` (raises what `slice_source` and it raise)."""
-    source = slice_source(store, experiment_id)
-    return describe(source.path, source.card, source.manifest_path, limits=limits)
 
 
 def _check_request(request: SliceRequest, limits: SliceLimits) -> tuple[int, int]:

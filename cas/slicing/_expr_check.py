@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cards.errors import FilterTypeError, UnknownColumn
-from cas._expr import And, Column, Compare, InList, IsNull, Literal, Node, Not, Or, Truth
+from cas.slicing._expr import And, Column, Compare, InList, IsNull, Literal, Node, Not, Or, Truth
 
 _ACCEPTS = {
     "int": ("int",),

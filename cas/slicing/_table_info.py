@@ -1,7 +1,7 @@
 """What a table's footer says, for `artmem show`: schema, rows, row groups, sizes, statistics.
 
 Nothing here decodes data pages: Parquet's footer holds every figure. Its column-chunk
-metadata is read in a forked child (`cas._isolated`), because pyarrow aborts the process on some
+metadata is read in a forked child (`_isolated`), because pyarrow aborts the process on some
 malformed footers there. An Arrow IPC footer holds only the schema and the record-batch count;
 its row count would need every batch's header (a read spread over the whole file), so it is
 reported as unknown.
@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cards.errors import TableUnreadable
-from cas._isolated import isolated
-from cas._tables import ARROW_FILE, PARQUET, IpcTable, ParquetTable, TableFile
+from cas.slicing._isolated import isolated
+from cas.slicing._tables import ARROW_FILE, PARQUET, IpcTable, ParquetTable, TableFile
 
 MAX_LISTED_ROW_GROUPS = 1_000
 MAX_SHOWN_CHARS = 100

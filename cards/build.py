@@ -1,0 +1,127 @@
+"""Pure card construction: a new card from a record, a revised card from a re-record.
+
+No clock and no I/O: the store passes the time and the digests it measured.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from cards._ids import ArtifactId, ExperimentId, ProjectId
+from cards.model import (
+    ARTIFACT_SCHEMA_VERSION,
+    CARD_SCHEMA_VERSION,
+    ArtifactRefV1,
+    CardMetadata,
+    ExperimentCardV1,
+    IndexState,
+    IndexStatus,
+)
+from cards.policy import UNKNOWN_SOURCE_VERSION
+
+PRODUCER = "artmem 0.1.0"
+
+
+def new_card(
+    *,
+    experiment_id: ExperimentId,
+    project_id: ProjectId,
+    artifact_id: ArtifactId,
+    sha256: str,
+    size: int,
+    chunk_manifest_sha256: str,
+    metadata: CardMetadata,
+    session_id: str,
+    root_agent_id: str | None,
+    tool_call_id: str | None,
+    index_state: IndexState,
+    now: datetime,
+) -> ExperimentCardV1:
+    """The first card of an experiment (validated like any card read from disk).
+
+    Raises:
+        pydantic.ValidationError: a field breaks the card's rules (callers pass checked values).
+    """
+    artifact = ArtifactRefV1(
+        schema_version=ARTIFACT_SCHEMA_VERSION,
+        artifact_id=artifact_id,
+        sha256=sha256,
+        bytes=size,
+        media_type=metadata.media_type,
+        created_at=now,
+    )
+    return ExperimentCardV1(
+        schema_version=CARD_SCHEMA_VERSION,
+        experiment_id=experiment_id,
+        artifact=artifact,
+        chunk_manifest_sha256=chunk_manifest_sha256,
+        query_fingerprint=metadata.query_fingerprint,
+        source_version=metadata.source_version,
+        project_id=project_id,
+        session_id=session_id,
+        root_agent_id=root_agent_id,
+        tool_call_id=tool_call_id,
+        producer=PRODUCER,
+        created_at=now,
+        updated_at=now,
+        index=IndexStatus(state=index_state, updated_at=now),
+        title=metadata.title,
+        summary=metadata.summary,
+        source=metadata.source,
+        tags=list(metadata.tags),
+        columns=list(metadata.columns),
+        shape=None if metadata.shape is None else list(metadata.shape),
+    )
+
+
+def revised_card(
+    existing: ExperimentCardV1, metadata: CardMetadata, now: datetime
+) -> ExperimentCardV1:
+    """`existing` with the descriptive fields of `metadata`; `existing` itself when equal.
+
+    Identity fields never change (they made the experiment id). New descriptive text is a new
+    projection revision, so an indexed card goes back to `pending`.
+    """
+    descriptive = _descriptive(metadata)
+    current = {name: getattr(existing, name) for name in descriptive}
+    if current == descriptive and existing.artifact.media_type == metadata.media_type:
+        return existing
+    index = existing.index
+    if index.state is not IndexState.DISABLED:
+        index = IndexStatus(state=IndexState.PENDING, updated_at=now)
+    artifact = existing.artifact.model_dump() | {"media_type": metadata.media_type}
+    return with_changes(
+        existing,
+        {**descriptive, "artifact": artifact, "updated_at": now, "index": index.model_dump()},
+    )
+
+
+def with_index(card: ExperimentCardV1, status: IndexStatus) -> ExperimentCardV1:
+    """`card` with another index status."""
+    return with_changes(card, {"index": status.model_dump()})
+
+
+def with_changes(card: ExperimentCardV1, changes: dict[str, object]) -> ExperimentCardV1:
+    """A copy of `card` with `changes`, validated again (model_copy would skip validation)."""
+    return ExperimentCardV1.model_validate(card.model_dump() | changes, strict=False)
+
+
+def record_warnings(card: ExperimentCardV1, *, deduplicated: bool) -> tuple[str, ...]:
+    """The warnings a record reports for `card`."""
+    warnings = []
+    if deduplicated:
+        warnings.append("deduplicated: these exact bytes were already stored in this project")
+    if card.source_version == UNKNOWN_SOURCE_VERSION:
+        warnings.append("source_version is 'unknown': freshness will be unverifiable")
+    return tuple(warnings)
+
+
+def _descriptive(metadata: CardMetadata) -> dict[str, object]:
+    return {
+        "title": metadata.title,
+        "summary": metadata.summary,
+        "source": metadata.source,
+        "tags": list(metadata.tags),
+        "columns": list(metadata.columns),
+        "shape": None if metadata.shape is None else list(metadata.shape),
+    }

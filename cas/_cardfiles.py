@@ -1,0 +1,178 @@
+"""Card files of one project: `cards/<experiment_id>.json`, validated on every read.
+
+A card is replaced atomically (staged, fsynced, renamed), so a reader sees the old or the new
+document, never a mix. A card is used only if it parses, carries a supported schema version, and
+names this project and the experiment id of its file name.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from cards import ExperimentCardV1, ExperimentId, dump_card, parse_card, parse_experiment_id
+from cards.errors import (
+    ArtifactError,
+    CardInvalid,
+    ExperimentNotFound,
+    InvalidInput,
+    PathEscape,
+    SourceMissing,
+    StoreIOError,
+)
+from cas import _fs
+from cas._layout import CARD_SUFFIX, ProjectLayout
+
+MAX_CARD_BYTES = 1 << 20
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+CardStamp = tuple[int, int, int]  # (inode, size, mtime_ns) of a card file
+
+
+@dataclass(frozen=True, slots=True)
+class CardProblem:
+    """A card file that could not be used, named by its file name and an error code only."""
+
+    name: str
+    code: str
+
+
+@dataclass(frozen=True, slots=True)
+class CardRead:
+    """One card file as a scan found it: the card, or why it could not be used.
+
+    `card` is None when the file was unchanged since the stamp the caller already had.
+    """
+
+    name: str
+    stamp: CardStamp | None
+    card: ExperimentCardV1 | ArtifactError | None
+
+
+@dataclass(frozen=True, slots=True)
+class CardScan:
+    """Every valid card of a project, and the ones skipped."""
+
+    cards: tuple[ExperimentCardV1, ...]
+    problems: tuple[CardProblem, ...]
+
+    @classmethod
+    def of(cls, reads: Iterator[CardRead]) -> CardScan:
+        """Split reads into usable cards and problems."""
+        cards: list[ExperimentCardV1] = []
+        problems: list[CardProblem] = []
+        for read in reads:
+            if isinstance(read.card, ExperimentCardV1):
+                cards.append(read.card)
+            elif read.card is not None:
+                problems.append(CardProblem(name=read.name, code=str(read.card.code)))
+        return cls(cards=tuple(cards), problems=tuple(problems))
+
+
+class CardFiles:
+    """The cards of the project open at `project_fd` (borrowed: the caller closes it)."""
+
+    def __init__(self, project_fd: int, layout: ProjectLayout) -> None:
+        self._fd = project_fd
+        self._layout = layout
+
+    def read(self, exp_id: ExperimentId) -> ExperimentCardV1:
+        """Read and validate one card.
+
+        Raises:
+            ExperimentNotFound: there is no such card.
+            CardInvalid: the card is malformed, unsupported, or belongs elsewhere.
+        """
+        try:
+            fd = _fs.open_file_beneath(self._fd, self._layout.card_path(exp_id))
+        except (SourceMissing, PathEscape) as exc:
+            raise ExperimentNotFound("no experiment with that id in this project") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CardInvalid("the card is not a regular file")
+            card = parse_card(_fs.read_small(fd, MAX_CARD_BYTES))
+        except StoreIOError as exc:
+            raise CardInvalid("the card file is larger than a card may be") from exc
+        finally:
+            os.close(fd)
+        return self._checked(card, exp_id)
+
+    def find(self, exp_id: ExperimentId) -> ExperimentCardV1 | None:
+        """The card at `exp_id` if it is usable; None if absent or corrupt (a rewrite heals it).
+
+        Raises:
+            UnsupportedVersion: a card of a newer schema holds the name (never overwritten).
+        """
+        try:
+            return self.read(exp_id)
+        except ExperimentNotFound:
+            return None
+        except CardInvalid as exc:
+            if exc.code == CardInvalid.code:
+                return None
+            raise
+
+    def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
+        """Every card file, in name order, read through one directory descriptor.
+
+        Files whose stamp (inode, size, mtime) equals `unchanged[name]` are yielded without
+        being read again (`card` is None); a bad file yields its error instead of a card.
+        """
+        try:
+            cards_fd = _fs.open_dir_beneath(self._fd, self._layout.cards_dir)
+        except (SourceMissing, PathEscape):
+            return
+        known = unchanged or {}
+        try:
+            for name in sorted(os.listdir(cards_fd)):
+                if name.endswith(CARD_SUFFIX):
+                    yield self._read_entry(cards_fd, name, known.get(name))
+        finally:
+            os.close(cards_fd)
+
+    def count(self) -> int:
+        """How many card files there are (valid or not: each holds a quota slot)."""
+        names = _fs.list_dir_beneath(self._fd, self._layout.cards_dir)
+        return sum(1 for name in names if name.endswith(CARD_SUFFIX))
+
+    def write(self, card: ExperimentCardV1, tmp_fd: int) -> None:
+        """Atomically replace the card's file (staged in `tmp_fd`'s directory).
+
+        Raises:
+            StoreIOError: the card could not be written; the old file is untouched.
+        """
+        cards_fd = _fs.make_dirs(self._fd, self._layout.cards_dir)
+        try:
+            name = card.experiment_id + CARD_SUFFIX
+            _fs.atomic_write(cards_fd, name, dump_card(card), tmp_fd, "card")
+        finally:
+            os.close(cards_fd)
+
+    def _read_entry(self, cards_fd: int, name: str, known: CardStamp | None) -> CardRead:
+        try:
+            exp_id = parse_experiment_id(name.removesuffix(CARD_SUFFIX))
+            fd = os.open(name, _OPEN_FLAGS, dir_fd=cards_fd)
+        except InvalidInput as exc:
+            return CardRead(name, None, exc)
+        except OSError as exc:
+            return CardRead(name, None, CardInvalid(f"the card cannot be opened: {exc.strerror}"))
+        try:
+            st = os.fstat(fd)
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if stamp == known:
+                return CardRead(name, stamp, None)
+            if not stat.S_ISREG(st.st_mode):
+                return CardRead(name, stamp, CardInvalid("the card is not a regular file"))
+            raw = _fs.read_small(fd, MAX_CARD_BYTES, st.st_size)
+            return CardRead(name, stamp, self._checked(parse_card(raw), exp_id))
+        except (CardInvalid, StoreIOError) as exc:
+            return CardRead(name, stamp, exc)  # stamped: a bad file is counted once, not per look
+        finally:
+            os.close(fd)
+
+    def _checked(self, card: ExperimentCardV1, exp_id: ExperimentId) -> ExperimentCardV1:
+        if card.experiment_id != exp_id or card.project_id != self._layout.project_id:
+            raise CardInvalid("the card does not belong at this place in this project")
+        return card

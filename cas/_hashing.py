@@ -1,0 +1,108 @@
+"""The one hasher: SHA-256 of a whole object and xxh3-128 of each 4 MiB chunk, in one pass.
+
+`hash_fd` reads an object already in place (resolve, fsck, deduplication); `copy_and_hash`
+streams a source into a staging file, hashing while it copies (record).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import xxhash
+
+from cards.errors import ArtifactTooLarge
+from cas import _fs
+from cas._chunks import CHUNK_BYTES, ChunkManifest
+from cas._progress import Progress
+
+
+@dataclass(frozen=True, slots=True)
+class Digests:
+    """What one pass over an object's bytes measured."""
+
+    size: int
+    sha256: bytes
+    chunk_digests: tuple[bytes, ...]
+
+    def manifest(self) -> bytes:
+        """The canonical chunk manifest of these bytes."""
+        return ChunkManifest(self.size, CHUNK_BYTES, self.chunk_digests).encode()
+
+
+def hash_fd(fd: int, progress: Progress | None = None) -> Digests:
+    """Hash everything readable from `fd`, from its start (positional reads, so `fd` is shared)."""
+    sha256 = hashlib.sha256()
+    chunks: list[bytes] = []
+    buffer = bytearray(CHUNK_BYTES)
+    offset = 0
+    while n := _pread_chunk(fd, buffer, offset):
+        view = memoryview(buffer)[:n]
+        sha256.update(view)
+        chunks.append(xxhash.xxh3_128_digest(view))
+        offset += n
+        if progress is not None:
+            progress.advance(n)
+    return Digests(offset, sha256.digest(), tuple(chunks))
+
+
+def _pread_chunk(fd: int, buffer: bytearray, offset: int) -> int:
+    """Fill `buffer` from `offset`, short only at end of file (chunk digests need alignment)."""
+    filled = 0
+    view = memoryview(buffer)
+    while filled < len(buffer) and (n := os.preadv(fd, [view[filled:]], offset + filled)):
+        filled += n
+    return filled
+
+
+def copy_and_hash(
+    src_fd: int, dst_fd: int, *, limit: int, progress: Progress | None = None
+) -> Digests:
+    """Copy `src_fd` to `dst_fd` in 4 MiB chunks, hashing each chunk while the next is copied.
+
+    A worker thread runs SHA-256 (hashlib releases the GIL on large buffers) while this thread
+    reads, writes, starts the chunk's writeback and takes its xxh3-128 (xxhash holds the GIL, so
+    it runs here rather than slow this thread down from the worker). At most three chunks are
+    alive at once.
+
+    Raises:
+        ArtifactTooLarge: more than `limit` bytes were read (stops at once).
+    """
+    sha256 = hashlib.sha256()
+    chunks: list[bytes] = []
+    writeback = _fs.WriteBehind(dst_fd)
+    total = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="artmem-hash") as pool:
+        pending: Future[None] | None = None
+        while chunk := _read_chunk(src_fd):
+            total += len(chunk)
+            if total > limit:
+                raise ArtifactTooLarge(
+                    f"the artifact is larger than the {limit}-byte limit", limit=limit
+                )
+            if pending is not None:
+                pending.result()
+            pending = pool.submit(sha256.update, chunk)
+            _fs.write_all(dst_fd, chunk)
+            writeback.written(len(chunk))
+            chunks.append(xxhash.xxh3_128_digest(chunk))
+            if progress is not None:
+                progress.advance(len(chunk))
+        if pending is not None:
+            pending.result()
+    return Digests(total, sha256.digest(), tuple(chunks))
+
+
+def _read_chunk(fd: int) -> bytes:
+    """Read exactly one chunk, or less only at end of file (chunk digests need alignment)."""
+    chunk = os.read(fd, CHUNK_BYTES)
+    if len(chunk) in (0, CHUNK_BYTES):
+        return chunk
+    parts = [chunk]
+    missing = CHUNK_BYTES - len(chunk)
+    while missing and (more := os.read(fd, missing)):
+        parts.append(more)
+        missing -= len(more)
+    return b"".join(parts)

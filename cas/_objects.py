@@ -1,0 +1,191 @@
+"""The object store of one project: immutable, read-only, content-addressed files.
+
+An object lives at `objects/<shard>/<artifact_id>` beside its chunk manifest. It is published by
+hard link from a fsynced stage, so an existing name is never overwritten by accident; only a
+proven-corrupt object is replaced, and it is first moved to `quarantine/`, never deleted.
+Every method works through the project's directory descriptor (see `_fs`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from cards import ArtifactId, parse_artifact_id
+from cards.errors import InvalidId, ObjectMissing, PathEscape, SourceMissing, StoreIOError
+from cas import _fs
+from cas._hashing import Digests, hash_fd
+from cas._layout import CHUNKS_SUFFIX, OBJECTS, ProjectLayout
+from cas._progress import Progress
+
+MAX_MANIFEST_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectEntry:
+    """One entry of the objects tree: named like an object (`artifact_id` set), or not.
+
+    A name is not a proof: the entry may be a symlink or hold other bytes (`fsck` checks).
+    """
+
+    path: str  # relative to the project directory, for reports
+    artifact_id: ArtifactId | None
+    size: int
+
+
+class ObjectStore:
+    """Objects of the project open at `project_fd` (borrowed: the caller closes it)."""
+
+    def __init__(self, project_fd: int, layout: ProjectLayout) -> None:
+        self._fd = project_fd
+        self._layout = layout
+
+    def lstat(self, artifact_id: ArtifactId) -> os.stat_result | None:
+        """What holds the object's name (not followed), or None when nothing does."""
+        try:
+            obj_dir = _fs.open_dir_beneath(self._fd, self._layout.object_dir(artifact_id))
+        except (SourceMissing, PathEscape):
+            return None
+        try:
+            st = os.stat(artifact_id, dir_fd=obj_dir, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(obj_dir)
+        return st
+
+    def open(self, artifact_id: ArtifactId) -> int:
+        """Open an object for reading; the caller closes the descriptor and `fstat`s it.
+
+        Raises:
+            ObjectMissing: there is no object of that id.
+        """
+        try:
+            return _fs.open_file_beneath(self._fd, self._layout.object_path(artifact_id))
+        except (SourceMissing, PathEscape) as exc:
+            raise ObjectMissing("the experiment's artifact is missing from the store") from exc
+
+    def digests(self, artifact_id: ArtifactId, progress: Progress | None = None) -> Digests:
+        """Hash a stored object whole (SHA-256 and chunk digests).
+
+        Raises:
+            ObjectMissing: there is no regular file of that id.
+        """
+        fd = self.open(artifact_id)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ObjectMissing("the stored artifact is not a regular file")
+            return hash_fd(fd, progress)
+        finally:
+            os.close(fd)
+
+    def walk(self) -> Iterator[ObjectEntry]:
+        """Every entry below `objects/`, in name order; manifests are skipped."""
+        for shard in sorted(_fs.list_dir_beneath(self._fd, (OBJECTS,))):
+            try:
+                shard_fd = _fs.open_dir_beneath(self._fd, (OBJECTS, shard))
+            except (SourceMissing, PathEscape):
+                yield ObjectEntry(f"{OBJECTS}/{shard}", None, 0)
+                continue
+            try:
+                for entry in sorted(os.scandir(shard_fd), key=lambda e: e.name):
+                    if entry.name.endswith(CHUNKS_SUFFIX):
+                        continue
+                    size = entry.stat(follow_symlinks=False).st_size
+                    artifact_id = _object_name(entry.name, shard)
+                    yield ObjectEntry(f"{OBJECTS}/{shard}/{entry.name}", artifact_id, size)
+            finally:
+                os.close(shard_fd)
+
+    def usage(self) -> tuple[int, int]:
+        """How many objects the project holds, and their bytes."""
+        objects = total = 0
+        for entry in self.walk():
+            if entry.artifact_id is not None:
+                objects += 1
+                total += entry.size
+        return objects, total
+
+    def read_manifest(self, artifact_id: ArtifactId) -> bytes | None:
+        """The stored chunk manifest's bytes, or None when it is absent or unreadable."""
+        try:
+            fd = _fs.open_file_beneath(self._fd, self._layout.chunks_path(artifact_id))
+        except (SourceMissing, PathEscape):
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            return _fs.read_small(fd, MAX_MANIFEST_BYTES)
+        except (StoreIOError, OSError):
+            return None
+        finally:
+            os.close(fd)
+
+    def publish(
+        self, stage: _fs.Staged | None, artifact_id: ArtifactId, manifest: bytes, tmp_fd: int
+    ) -> None:
+        """Publish the chunk manifest, and the staged bytes unless `stage` is None.
+
+        The object's name is taken by hard link, never replacing what is there: callers
+        quarantine a proven-corrupt object first. The manifest is rewritten only if it differs.
+
+        Raises:
+            StoreIOError: the object or manifest could not be published.
+        """
+        obj_dir = _fs.make_dirs(self._fd, self._layout.object_dir(artifact_id))
+        try:
+            if self.read_manifest(artifact_id) != manifest:
+                _fs.atomic_write(obj_dir, artifact_id + CHUNKS_SUFFIX, manifest, tmp_fd, "chunks")
+            if stage is not None:
+                _link_object(obj_dir, stage, artifact_id)
+        finally:
+            os.close(obj_dir)
+
+    def quarantine(self, artifact_id: ArtifactId) -> str:
+        """Move an object into `quarantine/` under a time-stamped name, which is returned.
+
+        Raises:
+            StoreIOError: the object could not be moved.
+        """
+        quarantine_fd = _fs.make_dirs(self._fd, self._layout.quarantine_dir)
+        name = f"{artifact_id}.{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        try:
+            shard_fd = _fs.open_dir_beneath(self._fd, self._layout.object_dir(artifact_id))
+            try:
+                os.rename(artifact_id, name, src_dir_fd=shard_fd, dst_dir_fd=quarantine_fd)
+                _fs.fsync_dir(shard_fd)
+            finally:
+                os.close(shard_fd)
+            _fs.fsync_dir(quarantine_fd)
+        except OSError as exc:
+            raise StoreIOError(f"cannot quarantine an object: {exc.strerror}") from exc
+        finally:
+            os.close(quarantine_fd)
+        return name
+
+
+def _object_name(name: str, shard: str) -> ArtifactId | None:
+    try:
+        artifact_id = parse_artifact_id(name)
+    except InvalidId:
+        return None
+    return artifact_id if ProjectLayout.shard(artifact_id) == shard else None
+
+
+def _link_object(obj_dir: int, stage: _fs.Staged, artifact_id: ArtifactId) -> None:
+    """Make the stage read-only and durable, then link it into place.
+
+    Only a new object pays this fsync; a deduplicated record never gets here.
+    """
+    try:
+        os.fchmod(stage.fd, _fs.OBJECT_MODE)
+        os.fsync(stage.fd)
+        if not stage.commit_link(obj_dir, artifact_id):
+            # Someone published these bytes between our check and now (another process under
+            # another lock cannot, so this is a foreign writer): keep theirs, never overwrite.
+            raise StoreIOError("an object appeared under our name while it was published")
+    except OSError as exc:
+        raise StoreIOError(f"cannot publish the object: {exc.strerror}") from exc

@@ -1,0 +1,98 @@
+"""Opening one project's directory: its rooms (objects, cards) and its commit lock."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import portalocker
+
+from cards.errors import ExperimentNotFound, SourceMissing, StoreIOError
+from cas import _fs
+from cas._cardfiles import CardFiles
+from cas._layout import LOCK, ProjectLayout
+from cas._objects import ObjectStore
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    """A project's rooms, open through one directory descriptor (valid inside `open_project`)."""
+
+    fd: int
+    layout: ProjectLayout
+    objects: ObjectStore
+    cards: CardFiles
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The commit lock: serialises quota checks, publication and card writes."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(LOCK, flags, _fs.FILE_MODE, dir_fd=self.fd)
+        try:
+            portalocker.lock(fd, portalocker.LockFlags.EXCLUSIVE)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[int]:
+        """The staging directory `tmp/` (created if needed), open for the block."""
+        tmp_fd = _fs.make_dirs(self.fd, self.layout.tmp_dir)
+        try:
+            yield tmp_fd
+        finally:
+            os.close(tmp_fd)
+
+
+@contextlib.contextmanager
+def open_project(
+    artifact_root: str, layout: ProjectLayout, *, create: bool
+) -> Iterator[Project | None]:
+    """Open a project below `artifact_root`; None when it has recorded nothing (and not `create`).
+
+    Raises:
+        StoreIOError: with `create`, the directories could not be created.
+        PathEscape: a component of the project's path is a symlink.
+    """
+    if create:
+        try:
+            os.makedirs(artifact_root, mode=_fs.DIR_MODE, exist_ok=True)
+        except OSError as exc:
+            raise StoreIOError(f"cannot create the artifact root: {exc.strerror}") from exc
+    fd = _project_fd(artifact_root, layout, create=create)
+    if fd is None:
+        yield None
+        return
+    try:
+        yield Project(fd, layout, ObjectStore(fd, layout), CardFiles(fd, layout))
+    finally:
+        os.close(fd)
+
+
+def recorded(project: Project | None) -> Project:
+    """`project`, which must exist to hold the experiment asked for.
+
+    Raises:
+        ExperimentNotFound: the project has recorded nothing yet.
+    """
+    if project is None:
+        raise ExperimentNotFound("this project has recorded nothing yet")
+    return project
+
+
+def _project_fd(artifact_root: str, layout: ProjectLayout, *, create: bool) -> int | None:
+    try:
+        root_fd = _fs.open_dir(artifact_root)
+    except SourceMissing:
+        return None
+    try:
+        if create:
+            return _fs.make_dirs(root_fd, layout.root)
+        try:
+            return _fs.open_dir_beneath(root_fd, layout.root)
+        except SourceMissing:
+            return None
+    finally:
+        os.close(root_fd)

@@ -1,0 +1,69 @@
+"""What the store's operations return: plain values, no behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from cards import ExperimentCardV1, Freshness, SessionId
+from cas.slicing._reader import SliceSource
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Who asked for a record: supplied by the host, never by the model or kernel.
+
+    The host parses the session id once, at its boundary (`cards.parse_session_id`).
+    """
+
+    session_id: SessionId
+    root_agent_id: str | None = None
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """The outcome of a record: the committed card and what happened on the way."""
+
+    card: ExperimentCardV1
+    deduplicated: bool
+    card_created: bool
+    card_updated: bool
+    warnings: tuple[str, ...]
+
+    @property
+    def new_revision(self) -> bool:
+        """Whether the card's indexed text changed (created, or its description updated)."""
+        return self.card_created or self.card_updated
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A card of this project, its freshness, and where its bytes are (not yet hashed)."""
+
+    card: ExperimentCardV1
+    source: SliceSource
+    freshness: Freshness
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A verified artifact: `path` is handed out only after size and SHA-256 are proven."""
+
+    path: str
+    manifest_path: str
+    card: ExperimentCardV1
+    freshness: Freshness
+    verified_at: datetime
+    hashed: bool
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Committed usage of a project, as quotas count it."""
+
+    objects: int
+    bytes: int
+    cards: int

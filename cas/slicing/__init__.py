@@ -1,0 +1,65 @@
+"""Slicing: bounded, verified reads of recorded tables, and what their footers say.
+
+The public surface is small: a `SliceSource` names the bytes and what binds them (the store
+builds one with `ProjectStore.locate`, a kernel from a resolve result), `read_slice` reads
+projected columns and filtered rows within hard bounds, `describe` reads only the footer.
+
+    source = store.locate(experiment_id).source
+    result = read_slice(source, SliceRequest(columns=("a", "b"), where="a > 1", limit=100))
+
+Rooms: `_expr` (the filter language, pure) and `_expr_check` (typing it against a schema),
+`_reader` (chunk-verified file reads), `_tables` (bounded Parquet and Arrow readers),
+`_isolated` (footer parsing in a child process), `_table_info`, `_limits`, `_slice`.
+
+Names load lazily (PEP 562): configuration and the store use `SliceLimits` and `SliceSource`
+without loading pyarrow.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cards.lazy import lazy_exports as _lazy_exports
+
+if TYPE_CHECKING:
+    from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
+    from cas.slicing._reader import SliceSource, load_manifest
+    from cas.slicing._slice import (
+        BYTE_BUDGET,
+        ROW_LIMIT,
+        SliceRequest,
+        SliceResult,
+        describe,
+        read_slice,
+    )
+    from cas.slicing._table_info import TableInfo
+
+_EXPORTS = {
+    "DEFAULT_SLICE_LIMITS": "cas.slicing._limits",
+    "SliceLimits": "cas.slicing._limits",
+    "SliceSource": "cas.slicing._reader",
+    "load_manifest": "cas.slicing._reader",
+    "BYTE_BUDGET": "cas.slicing._slice",
+    "ROW_LIMIT": "cas.slicing._slice",
+    "SliceRequest": "cas.slicing._slice",
+    "SliceResult": "cas.slicing._slice",
+    "describe": "cas.slicing._slice",
+    "read_slice": "cas.slicing._slice",
+    "TableInfo": "cas.slicing._table_info",
+}
+
+__all__ = [
+    "BYTE_BUDGET",
+    "DEFAULT_SLICE_LIMITS",
+    "ROW_LIMIT",
+    "SliceLimits",
+    "SliceRequest",
+    "SliceResult",
+    "SliceSource",
+    "TableInfo",
+    "describe",
+    "load_manifest",
+    "read_slice",
+]
+
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
