@@ -23,17 +23,8 @@ from datetime import UTC, datetime, timedelta
 
 from _common import percentile  # the benchmarks folder is on sys.path when run as a script
 
-from cards import (
-    ArtifactId,
-    ArtifactRefV1,
-    ExperimentCardV1,
-    IndexState,
-    IndexStatus,
-    ProjectId,
-    QueryFingerprint,
-    artifact_id_for_bytes,
-    experiment_id,
-)
+from cards import ExperimentCardV1, ProjectId, parse_metadata
+from cards.build import card_for_bytes, with_changes
 from cas import Catalog
 
 SEARCH_P95_TARGET_MS = 5.0
@@ -80,37 +71,27 @@ class Corpus:
 
 def make_card(corpus: Corpus, number: int) -> ExperimentCardV1:
     rng = corpus.rng
-    content = f"synthetic result {number}".encode()
-    artifact = artifact_id_for_bytes(content)
-    fingerprint = QueryFingerprint(hashlib.sha256(b"q%d" % number).hexdigest())
     version = rng.choice(corpus.versions)
-    created = EPOCH + timedelta(minutes=rng.randrange(500_000))
-    return ExperimentCardV1(
-        schema_version=1,
-        experiment_id=experiment_id(PROJECT, ArtifactId(artifact), fingerprint, version),
-        artifact=ArtifactRefV1(
-            schema_version=1,
-            artifact_id=artifact,
-            sha256=hashlib.sha256(content).hexdigest(),
-            bytes=len(content),
-            media_type="application/vnd.apache.parquet",
-            created_at=created,
-        ),
-        chunk_manifest_sha256="0" * 64,
-        title=corpus.sentence(3, 9).capitalize(),
-        summary=corpus.sentence(15, 60) + ".",
-        query_fingerprint=fingerprint,
-        source=rng.choice(_SOURCES),
-        source_version=version,
-        columns=["_".join(corpus.words_of(rng.randint(1, 2))) for _ in range(rng.randint(2, 14))],
-        tags=sorted(set(rng.sample(corpus.tags, rng.randint(0, 5)))),
-        project_id=PROJECT,
-        session_id="bench-session",
-        producer="bench",
-        created_at=created,
-        updated_at=created + timedelta(minutes=rng.randrange(10_000)),
-        index=IndexStatus(state=IndexState.DISABLED),
+    columns = ["_".join(corpus.words_of(rng.randint(1, 2))) for _ in range(rng.randint(2, 14))]
+    metadata = parse_metadata(
+        {
+            "title": corpus.sentence(3, 9).capitalize(),
+            "summary": corpus.sentence(15, 60) + ".",
+            "query_fingerprint": hashlib.sha256(b"q%d" % number).hexdigest(),
+            "source": rng.choice(_SOURCES),
+            "source_version": version,
+            "media_type": "application/vnd.apache.parquet",
+            "columns": columns,
+            "tags": sorted(set(rng.sample(corpus.tags, rng.randint(0, 5)))),
+        }
     )
+    created = EPOCH + timedelta(minutes=rng.randrange(500_000))
+    content = f"synthetic result {number}".encode()
+    card = card_for_bytes(
+        content, metadata, project_id=PROJECT, session_id="bench-session", now=created
+    )
+    updated = created + timedelta(minutes=rng.randrange(10_000))
+    return with_changes(card, {"updated_at": updated})
 
 
 def make_queries(corpus: Corpus, cards: Sequence[ExperimentCardV1], count: int) -> list[Query]:

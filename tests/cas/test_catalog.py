@@ -14,18 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cards import (
-    ArtifactRefV1,
-    ErrorCode,
-    ExperimentCardV1,
-    IndexState,
-    IndexStatus,
-    InvalidInput,
-    ProjectId,
-    QueryFingerprint,
-    artifact_id_for_bytes,
-    experiment_id,
-)
+from cards import ExperimentCardV1, InvalidInput, ProjectId, parse_metadata
+from cards.build import card_for_bytes, with_changes
+from cards.errors import ErrorCode
 from cas._catalog import HEAVY_WEIGHT, K1, MAX_QUERY_CHARS, B, Catalog, SearchHit
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -45,35 +36,21 @@ def make_card(
     minutes: int = 0,
 ) -> ExperimentCardV1:
     """A valid card; `n` picks its identity, `minutes` its recency."""
-    data = f"synthetic result {n}".encode() if content is None else content
-    artifact = artifact_id_for_bytes(data)
-    fingerprint = QueryFingerprint(hashlib.sha256(f"query {n}".encode()).hexdigest())
-    return ExperimentCardV1(
-        schema_version=1,
-        experiment_id=experiment_id(PROJECT, artifact, fingerprint, source_version),
-        artifact=ArtifactRefV1(
-            schema_version=1,
-            artifact_id=artifact,
-            sha256=hashlib.sha256(data).hexdigest(),
-            bytes=len(data),
-            media_type="application/vnd.apache.parquet",
-            created_at=T0,
-        ),
-        chunk_manifest_sha256="ab" * 32,
-        title=title,
-        summary=summary,
-        query_fingerprint=fingerprint,
-        source=source,
-        source_version=source_version,
-        columns=list(columns),
-        tags=list(tags),
-        project_id=PROJECT,
-        session_id="s1",
-        producer="artmem test",
-        created_at=T0,
-        updated_at=T0 + timedelta(minutes=minutes),
-        index=IndexStatus(state=IndexState.DISABLED),
+    metadata = parse_metadata(
+        {
+            "title": title,
+            "summary": summary,
+            "query_fingerprint": hashlib.sha256(f"query {n}".encode()).hexdigest(),
+            "source": source,
+            "source_version": source_version,
+            "media_type": "application/vnd.apache.parquet",
+            "tags": list(tags),
+            "columns": list(columns),
+        }
     )
+    data = f"synthetic result {n}".encode() if content is None else content
+    card = card_for_bytes(data, metadata, project_id=PROJECT, session_id="s1", now=T0)
+    return with_changes(card, {"updated_at": T0 + timedelta(minutes=minutes)})
 
 
 def ids(hits: Sequence[SearchHit]) -> list[str]:
