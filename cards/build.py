@@ -28,6 +28,8 @@ from cards.model import (
 from cards.policy import UNKNOWN_SOURCE_VERSION
 
 PRODUCER = "artmem 0.1.0"
+_REQUIRED = ("title", "summary", "source")
+_OPTIONAL = ("tags", "columns", "shape")  # kept on a re-record unless given
 
 
 def new_card(
@@ -120,23 +122,36 @@ def card_for_bytes(
 def revised_card(
     existing: ExperimentCardV1, metadata: CardMetadata, now: datetime
 ) -> ExperimentCardV1:
-    """`existing` with the descriptive fields of `metadata`; `existing` itself when equal.
+    """`existing` with the descriptive fields `metadata` sets; `existing` itself when equal.
 
-    Identity fields never change (they made the experiment id). New descriptive text is a new
-    projection revision, so an indexed card goes back to `pending`.
+    An optional field `metadata` leaves unset (`model_fields_set`) keeps its value on the card:
+    recording the same bytes again without tags keeps the tags; an explicit empty list clears
+    them. Identity fields never change (they made the experiment id). New descriptive text is a
+    new projection revision, so an indexed card goes back to `pending`.
     """
     descriptive = _descriptive(metadata)
     current = {name: getattr(existing, name) for name in descriptive}
-    if current == descriptive and existing.artifact.media_type == metadata.media_type:
+    media_type = existing.artifact.media_type
+    if "media_type" in metadata.model_fields_set:
+        media_type = metadata.media_type
+    if current == descriptive and existing.artifact.media_type == media_type:
         return existing
     index = existing.index
     if index.state is not IndexState.DISABLED:
         index = IndexStatus(state=IndexState.PENDING, updated_at=now)
-    artifact = existing.artifact.model_dump() | {"media_type": metadata.media_type}
+    artifact = existing.artifact.model_dump() | {"media_type": media_type}
     return with_changes(
         existing,
         {**descriptive, "artifact": artifact, "updated_at": now, "index": index.model_dump()},
     )
+
+
+def card_changes(before: ExperimentCardV1, after: ExperimentCardV1) -> tuple[str, ...]:
+    """The names of the descriptive fields (and the media type) that differ between two cards."""
+    names = [n for n in (*_REQUIRED, *_OPTIONAL) if getattr(before, n) != getattr(after, n)]
+    if before.artifact.media_type != after.artifact.media_type:
+        names.append("media_type")
+    return tuple(names)
 
 
 def with_index(card: ExperimentCardV1, status: IndexStatus) -> ExperimentCardV1:
@@ -160,11 +175,10 @@ def record_warnings(card: ExperimentCardV1, *, deduplicated: bool) -> tuple[str,
 
 
 def _descriptive(metadata: CardMetadata) -> dict[str, object]:
-    return {
-        "title": metadata.title,
-        "summary": metadata.summary,
-        "source": metadata.source,
-        "tags": list(metadata.tags),
-        "columns": list(metadata.columns),
-        "shape": None if metadata.shape is None else list(metadata.shape),
-    }
+    given = metadata.model_fields_set
+    fields: dict[str, object] = {name: getattr(metadata, name) for name in _REQUIRED}
+    for name in _OPTIONAL:
+        if name in given:
+            value = getattr(metadata, name)
+            fields[name] = None if value is None else list(value)
+    return fields

@@ -43,6 +43,7 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     ├── StoreIOError (OSError, retryable)        cas.io
     ├── OutboxError (OSError, retryable)         indexer.outbox_io
     ├── NotOwner (RuntimeError)                  indexer.not_owner
+    ├── HonchoDisabled (RuntimeError)            indexer.disabled
     └── RemoteError                              (the Honcho side; never stops local work)
         ├── RemoteUnavailable (ConnectionError, retryable)   indexer.remote_unavailable
         ├── CircuitOpen (ConnectionError, retryable)         indexer.circuit_open
@@ -109,6 +110,7 @@ class ErrorCode(enum.StrEnum):
     REMOTE_REJECTED = "indexer.remote_rejected"
     REMOTE_MISCONFIGURED = "indexer.remote_misconfigured"
     RETRIES_EXHAUSTED = "indexer.retries_exhausted"
+    HONCHO_DISABLED = "indexer.disabled"
 
 
 class ArtifactError(Exception):
@@ -432,3 +434,9 @@ class TableUnreadable(ArtifactError, ValueError):
     """The bytes are intact but are not a readable table of the declared media type."""
 
     code = ErrorCode.TABLE_UNREADABLE
+
+
+class HonchoDisabled(ArtifactError, RuntimeError):
+    """The operation needs Honcho indexing, which the configuration leaves off."""
+
+    code = ErrorCode.HONCHO_DISABLED

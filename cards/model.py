@@ -16,6 +16,7 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from cards import _ids
 from cards._ids import (
@@ -263,12 +264,45 @@ def _raise_unsupported_version(raw: bytes) -> None:
 
 
 def _summarise(exc: ValidationError) -> str:
-    """Field locations and error kinds only: never the offending (possibly hostile) value."""
+    """Field locations and the form each must take: never the offending (possibly hostile) value."""
     parts = [
-        f"{'.'.join(str(p) for p in err['loc']) or '<card>'}: {err['type']}"
+        f"{'.'.join(str(p) for p in err['loc']) or '<card>'}: {_explain(err)}"
         for err in exc.errors(include_input=False, include_url=False)[:5]
     ]
     return "; ".join(parts)
+
+
+# What a pattern-checked field must look like, by field name (the pattern itself helps nobody).
+_FORMS = {
+    "query_fingerprint": "64 lowercase hex characters (a SHA-256 digest)",
+    "media_type": "a lowercase media type such as text/csv or application/vnd.apache.parquet",
+    "sha256": "64 lowercase hex characters",
+    "chunk_manifest_sha256": "64 lowercase hex characters",
+    "experiment_id": "exp_ followed by 52 characters a-z and 2-7",
+    "artifact_id": "art_ followed by 52 characters a-z and 2-7",
+    "session_id": "a letter or digit, then up to 199 letters, digits, '.', '_' or '-'",
+    "summary": "printable text with at least one non-space character (newlines and tabs allowed)",
+}
+_LINE_FORM = "one line of printable text with at least one non-space character"
+
+
+def _explain(err: ErrorDetails) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    field = next((str(p) for p in reversed(err["loc"]) if isinstance(p, str)), "")
+    if kind == "string_pattern_mismatch":
+        return f"must be {_FORMS.get(field, _LINE_FORM)} ({kind})"
+    if kind in ("string_too_long", "too_long"):
+        unit = "characters" if kind == "string_too_long" else "entries"
+        return f"too long: at most {ctx.get('max_length')} {unit} ({kind})"
+    if kind in ("string_too_short", "too_short"):
+        unit = "character" if kind == "string_too_short" else "entry"
+        return f"too short: at least {ctx.get('min_length')} {unit}(s) ({kind})"
+    if kind == "missing":
+        return "is required (missing)"
+    if kind == "extra_forbidden":
+        return "is not a known field (extra_forbidden)"
+    return kind
 
 
 def validation_message(exc: ValidationError) -> str:

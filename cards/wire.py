@@ -55,8 +55,13 @@ class RecordArgs(CardMetadata):
     )
 
     def metadata(self) -> CardMetadata:
-        """The card metadata of these arguments."""
-        return CardMetadata.model_validate(self.model_dump(exclude={"source_path"}))
+        """The card metadata of these arguments; fields the caller omitted stay unset.
+
+        A re-record keeps a card's values for unset optional fields (see `cards.build`).
+        """
+        return CardMetadata.model_validate(
+            self.model_dump(exclude={"source_path"}, exclude_unset=True)
+        )
 
 
 class RecordResult(BaseModel):
@@ -73,6 +78,9 @@ class RecordResult(BaseModel):
     honcho_queued: bool
     index_state: IndexState
     warnings: list[str]
+    changed: list[str] = Field(
+        default=[], description="card fields a re-record changed (empty for a new card)"
+    )
 
 
 class ResolveArgs(BaseModel):

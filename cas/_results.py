@@ -30,6 +30,7 @@ class Recorded:
     card_created: bool
     card_updated: bool
     warnings: tuple[str, ...]
+    changed: tuple[str, ...] = ()  # card fields a re-record changed
 
     @property
     def new_revision(self) -> bool:

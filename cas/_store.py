@@ -43,7 +43,7 @@ from cards import (
     parse_experiment_id,
     parse_project_id,
 )
-from cards.build import new_card, record_warnings, revised_card, with_index
+from cards.build import card_changes, new_card, record_warnings, revised_card, with_index
 from cards.errors import (
     ArtifactTooLarge,
     InvalidInput,
@@ -61,6 +61,7 @@ from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project, open_project, recorded
 from cas._results import Located, Provenance, Recorded, Resolved, Usage
+from cas._sniff import MAGIC_TYPES, check_media_type, sniff
 from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, Verifier
 from cas.slicing._reader import SliceSource, load_manifest
 
@@ -148,6 +149,8 @@ class ProjectStore:
                 with project.staging() as tmp_fd, _fs.staged(tmp_fd, "object") as stage:
                     digests = _stream(src.fd, stage.fd, limit, progress)
                     src.check_unchanged(digests.size)
+                    detected = _detect(stage.fd, digests.size, src.name, metadata)
+                    metadata = _effective(metadata, detected)
                     with project.locked():
                         return self._commit(project, tmp_fd, stage, digests, metadata, provenance)
 
@@ -160,6 +163,7 @@ class ProjectStore:
         metadata: CardMetadata,
         provenance: Provenance,
     ) -> Recorded:
+        """Publish the object and write the card; `metadata` says which fields were given."""
         artifact_id = artifact_id_for_digest(digests.sha256)
         exp_id = experiment_id(
             self.project_id,
@@ -201,6 +205,7 @@ class ProjectStore:
             deduplicated=present,
             card_created=existing is None,
             card_updated=existing is not None and card is not existing,
+            changed=() if existing is None else card_changes(existing, card),
             warnings=(*warnings, CORRUPT_REPLACED) if healed else warnings,
         )
 
@@ -368,6 +373,29 @@ def _stream(src_fd: int, dst_fd: int, limit: int, progress: Progress | None) -> 
         return copy_and_hash(src_fd, dst_fd, limit=limit, progress=progress)
     except OSError as exc:
         raise StoreIOError(f"cannot write the object: {exc.strerror}") from exc
+
+
+def _detect(fd: int, size: int, name: str, metadata: CardMetadata) -> str | None:
+    """The media type the staged bytes show, checked against an explicit one."""
+    try:
+        detected = sniff(fd, size, name)
+    except OSError as exc:
+        raise StoreIOError(f"cannot read the staged object: {exc.strerror}") from exc
+    if "media_type" in metadata.model_fields_set:
+        check_media_type(metadata.media_type, detected)
+    return detected
+
+
+def _effective(metadata: CardMetadata, detected: str | None) -> CardMetadata:
+    """`metadata` with the detected media type, when none was given.
+
+    The detected type counts as given (a re-record then corrects an `octet-stream` card) only
+    when the content's magic number proves it; a type guessed from the name never replaces one.
+    """
+    if "media_type" in metadata.model_fields_set or detected is None:
+        return metadata
+    given = metadata.model_fields_set | ({"media_type"} if detected in MAGIC_TYPES else set())
+    return CardMetadata.model_construct(given, **(metadata.model_dump() | {"media_type": detected}))
 
 
 def _check_version(value: str | None) -> None:

@@ -86,8 +86,12 @@ def status_lines(view: dict[str, object]) -> list[str]:
     else:
         lines.append("honcho off")
     for project in projects:
+        states = project["index_states"]
+        shown = ", ".join(f"{n} {state}" for state, n in states.items()) or "no cards"
         lines.append(
-            f"  {project['project_key']}: {project['cards']} cards, {project['objects']} "
-            f"objects, {_views.human_size(project['bytes'])}, states {project['index_states']}"
+            f"  {project['project_key']}: {project['cards']} cards ({shown}), "
+            f"{project['objects']} objects, {_views.human_size(project['bytes'])}"
         )
+        if project["invalid_cards"]:
+            lines.append(f"    {project['invalid_cards']} unreadable card(s); run `artmem fsck`")
     return lines

@@ -9,36 +9,66 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TextIO
 
 import orjson
 
-from cards import InvalidInput, UnsupportedMediaType
+from cards import (
+    ExperimentCardV1,
+    Freshness,
+    InvalidFilter,
+    InvalidInput,
+    ObjectMissing,
+    UnknownColumn,
+    UnsupportedMediaType,
+    freshness_verdict,
+)
 from cas import Located, ProjectStore, write_new
 from cas.slicing import SliceLimits, SliceRequest, SliceResult, TableInfo, describe, read_slice
 from harness_plugin import _views
+from harness_plugin._filter_hints import filter_hints
 
 MAX_CELL_CHARS = 40
+_EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
+_EXTENSIONS |= {".ndjson": "jsonl", ".txt": "table"}
 
 
 def card_header(located: Located) -> dict[str, object]:
     """The card's display fields with its freshness, as resolve reports them."""
-    card = located.card
+    return _header(located.card, located.freshness, located.warnings)
+
+
+def _header(
+    card: ExperimentCardV1, freshness: Freshness, warnings: Sequence[str]
+) -> dict[str, object]:
     return {
         "experiment_id": card.experiment_id,
         "card": _views.card_view(card).model_dump(mode="json"),
         "artifact": _views.artifact_view(card).model_dump(mode="json"),
-        "freshness": str(located.freshness),
-        "warnings": list(located.warnings),
+        "freshness": str(freshness),
+        "warnings": list(warnings),
+        "available_locally": True,
     }
 
 
 def show(
     store: ProjectStore, experiment_id: str, current: str | None, limits: SliceLimits
 ) -> dict[str, object]:
-    """The card, and for a table its footer: schema, rows, row groups, sizes, statistics."""
-    located = store.locate(experiment_id, current)  # the card is read once, here
+    """The card, and for a table its footer: schema, rows, row groups, sizes, statistics.
+
+    A card whose bytes are gone (quarantined by `fsck --repair`) is still shown, marked
+    `available_locally: false`, with how to restore it.
+    """
+    try:
+        located = store.locate(experiment_id, current)  # the card is read once, here
+    except ObjectMissing:
+        card = store.load_card(experiment_id)
+        view = _header(card, *freshness_verdict(card.source_version, current))
+        view |= {"available_locally": False, "table": None, "note": _views.UNAVAILABLE_HINT}
+        return view
     view = card_header(located)
     try:
         info = describe(located.source, limits=limits)
@@ -69,6 +99,8 @@ def show_lines(view: dict[str, object]) -> list[str]:
         f"  artifact    {artifact['media_type']}, {_views.human_size(int(artifact['bytes']))}",
     ]
     lines += [f"  warning: {w}" for w in view["warnings"]]  # type: ignore[attr-defined]
+    if not view.get("available_locally", True):
+        return lines + [f"  not available locally: {view['note']}"]
     if not isinstance(table, dict):
         return lines + [f"  {view.get('note', 'not a table')}"]
     rows = "unknown" if table["num_rows"] is None else f"{table['num_rows']:,}"
@@ -88,12 +120,38 @@ def show_lines(view: dict[str, object]) -> list[str]:
     return lines
 
 
-def slice_view(
-    store: ProjectStore, args: argparse.Namespace, limits: SliceLimits, out: TextIO
-) -> tuple[dict[str, object], list[str]]:
-    """Run `artmem slice`: check, slice, write the data, and describe what was read."""
-    if args.format == "parquet" and not args.out:
+def output_format(fmt: str | None, out: str | None) -> str:
+    """The format of a slice's rows: `--format`, else the `--out` file's extension, else a table.
+
+    Raises:
+        InvalidInput: `--format` contradicts the extension of `--out`, or asks for binary
+            Parquet on stdout.
+    """
+    implied = None if out is None else _EXTENSIONS.get(os.path.splitext(out)[1].lower())
+    if fmt is not None and implied is not None and fmt != implied:
+        raise InvalidInput(
+            f"--format {fmt} contradicts --out {os.path.basename(out or '')!r}, whose extension "
+            f"means {implied}; drop one of them or make them agree"
+        )
+    chosen = fmt or implied or "table"
+    if chosen == "parquet" and not out:
         raise InvalidInput("--format parquet needs --out FILE (binary data is not printed)")
+    return chosen
+
+
+def slice_view(
+    store: ProjectStore,
+    args: argparse.Namespace,
+    limits: SliceLimits,
+    out: TextIO,
+    err: TextIO,
+) -> tuple[dict[str, object], list[str]]:
+    """Run `artmem slice`: check, slice, write the data, and describe what was read.
+
+    Rows go to `out` (or the `--out` file); notices go to `err` whenever rows are on `out`, so
+    piped CSV or JSON Lines stay clean.
+    """
+    fmt = output_format(args.format, args.out)
     request = SliceRequest(
         columns=_columns(args.columns),
         where=args.where,
@@ -102,12 +160,19 @@ def slice_view(
     )
     located = store.locate(args.experiment_id, args.current_source_version)  # one card read
     header = card_header(located)
-    result = read_slice(located.source, request, limits=limits)
+    try:
+        result = read_slice(located.source, request, limits=limits)
+    except (InvalidFilter, UnknownColumn) as exc:
+        hints = filter_hints(args.where or "")
+        if hints:
+            exc.message += "; hint: " + "; ".join(hints)
+        raise
     if args.out:
-        _write_atomically(args.out, _encode(result, args.format))
+        _write_atomically(args.out, _encode(result, fmt))
     elif not args.json:
-        text = _render_table(result) if args.format == "table" else _encode(result, args.format)
+        text = _render_table(result) if fmt == "table" else _encode(result, fmt)
         out.write(text if isinstance(text, str) else text.decode("utf-8"))
+        out.flush()
     meta = {
         **header,
         "rows": result.rows,
@@ -118,12 +183,16 @@ def slice_view(
         "bytes_read": result.bytes_read,
         "chunks_verified": result.chunks_verified,
         "out": args.out,
+        "format": fmt,
     }
-    lines = [] if not args.out else [f"wrote {result.rows} rows to {args.out}"]
+    notices = [f"warning: {w}" for w in header["warnings"]]  # type: ignore[attr-defined]
     if result.truncated:
-        lines.append(f"(stopped at the {result.truncated_reason}: more rows may match)")
-    lines += [f"warning: {w}" for w in header["warnings"]]  # type: ignore[attr-defined]
-    return meta, lines
+        notices.insert(0, f"(stopped at the {result.truncated_reason}: more rows may match)")
+    if not args.out:
+        if not args.json:
+            err.write("".join(f"artmem: {line}\n" for line in notices))
+        return meta, []
+    return meta, [f"wrote {result.rows} rows to {args.out}", *notices]
 
 
 def _columns(text: str | None) -> tuple[str, ...] | None:

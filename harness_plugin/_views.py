@@ -12,6 +12,10 @@ from indexer import OutboxStats
 
 _SUMMARY_PREVIEW_CHARS = 400
 SLICE_FORMATS = ("table", "csv", "jsonl", "parquet")
+UNAVAILABLE_HINT = (
+    "the bytes are missing or were quarantined by `fsck --repair`; record the original file "
+    "again to restore them"
+)
 
 
 def card_view(card: ExperimentCardV1) -> wire.CardView:
@@ -56,6 +60,7 @@ def record_result(
         honcho_queued=honcho_queued,
         index_state=state or card.index.state,
         warnings=list(recorded.warnings),
+        changed=list(recorded.changed),
     )
 
 
@@ -104,8 +109,8 @@ def search_hit(
     )
 
 
-def local_hit(hit: SearchHit) -> wire.SearchHit:
-    """A hit of the local catalog (its object's presence is not checked here)."""
+def local_hit(hit: SearchHit, *, available_locally: bool = True) -> wire.SearchHit:
+    """A hit of the local catalog; the caller says whether its object is present."""
     card = hit.card
     return search_hit(
         card,
@@ -114,7 +119,7 @@ def local_hit(hit: SearchHit) -> wire.SearchHit:
         score=hit.score,
         exact=hit.exact,
         source=wire.HitSource.LOCAL,
-        available_locally=True,
+        available_locally=available_locally,
     )
 
 
@@ -152,6 +157,9 @@ def record_lines(view: dict[str, object]) -> list[str]:
         f"  artifact  {view['artifact_id']}  {human_size(int(str(view['bytes'])))}, {verb}",
         f"  index     {view['index_state']} (honcho queued: {_yes(view['honcho_queued'])})",
     ]
+    changed = view.get("changed")
+    if isinstance(changed, list) and changed:
+        lines.append(f"  updated   {', '.join(map(str, changed))}")
     return lines + _warnings(view)
 
 
@@ -186,6 +194,8 @@ def search_lines(hits: list[dict[str, object]], skipped: int) -> list[str]:
             lines.append(
                 f"    {hit['experiment_id']}  {hit['data_source']} @ {hit['source_version']}"
             )
+            if not hit["available_locally"]:
+                lines.append(f"    not available locally: {UNAVAILABLE_HINT}")
     if skipped:
         lines.append(f"({skipped} unreadable cards were skipped; run `artmem fsck`)")
     return lines

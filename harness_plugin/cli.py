@@ -7,13 +7,21 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 import orjson
 
-from cards import ArtifactError, InvalidInput, parse_metadata, parse_session_id
+from cards import (
+    ArtifactError,
+    InvalidInput,
+    ObjectMissing,
+    SourceMissing,
+    parse_metadata,
+    parse_session_id,
+)
+from cards.errors import HonchoDisabled
 from cas import Catalog, ProjectStore, Provenance, fsck
-from harness_plugin import _views
+from harness_plugin import _shortids, _views
 from harness_plugin._progress import progress_for
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_lines, status_view
@@ -32,15 +40,60 @@ class Outcome:
     silent: bool = False  # the command owned stdout itself (serve)
 
 
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a reader that closed early (SIGPIPE)
+
+
+class UsageError(InvalidInput):
+    """The command line does not parse (an unknown option, a bad choice or number)."""
+
+    def __init__(self, message: str, usage: str = "") -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser that raises instead of exiting, so `--json` can report the error."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise the parse error as a typed error (argparse would print usage and exit 2)."""
+        raise UsageError(f"{self.prog}: {message}", self.format_usage())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # A reader such as `head` closed the pipe: stop quietly, as Unix tools do, and keep the
+        # interpreter's final flush from reporting the same error again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str]) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        as_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+        if not as_json:
+            sys.stderr.write(exc.usage)
+        _fail(as_json, exc)
+        return EXIT_USAGE
     if not hasattr(args, "run"):
-        parser.print_help(sys.stderr)
+        if args.json:
+            _fail(True, UsageError("no command given; see `artmem --help`"))
+        else:
+            parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
         outcome: Outcome = args.run(args)
+    except ObjectMissing as exc:
+        exc.message += f"; {_views.UNAVAILABLE_HINT}"
+        return _fail(args.json, exc)
     except ArtifactError as exc:
         return _fail(args.json, exc)
     except KeyboardInterrupt:
@@ -66,11 +119,11 @@ def _emit(outcome: Outcome, *, as_json: bool, out: TextIO) -> None:
         out.write("".join(line + "\n" for line in outcome.lines))
 
 
-def _common(*, in_subcommand: bool) -> argparse.ArgumentParser:
+def _common(*, in_subcommand: bool) -> _Parser:
     # Options may come before or after the command; in the subcommand they must not reset a
     # value given before it, hence SUPPRESS there.
     default = argparse.SUPPRESS if in_subcommand else None
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--config", default=default, help="configuration file (default: $ARTMEM_CONFIG)"
     )
@@ -87,10 +140,13 @@ def _common(*, in_subcommand: bool) -> argparse.ArgumentParser:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="artmem",
         description="A project-scoped store for exact experimental results.",
         parents=[_common(in_subcommand=False)],
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     sub_common = _common(in_subcommand=True)
@@ -101,10 +157,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("artmem")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown"
+
+
 def _start(args: argparse.Namespace) -> tuple[Runtime, ProjectStore]:
-    """Validate the whole configuration (a missing Honcho key fails here) and pick the store."""
+    """Validate the whole configuration (a missing Honcho key fails here) and pick the store.
+
+    An `experiment_id` argument is expanded here from a unique prefix to the full id.
+    """
     runtime = Runtime(load_config(args.config))
-    return runtime, runtime.stores[runtime.config.project_for(os.getcwd(), args.project)]
+    store = runtime.stores[runtime.config.project_for(os.getcwd(), args.project)]
+    if getattr(args, "experiment_id", None) is not None:
+        args.experiment_id = _shortids.expand(store, args.experiment_id)
+    return runtime, store
 
 
 # -- record -------------------------------------------------------------------------------
@@ -113,39 +184,62 @@ def _start(args: argparse.Namespace) -> tuple[Runtime, ProjectStore]:
 def _record_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session", required=True, help="the harness session that exported the file")
     p.add_argument("path", help="file in <rlm_root>/sessions/SESSION/exports/ (or relative to it)")
-    p.add_argument("--title", required=True)
-    p.add_argument("--summary", required=True)
-    p.add_argument("--query-fingerprint", required=True, help="64 lowercase hex characters")
+    p.add_argument("--title", required=True, help="one line naming the result")
+    p.add_argument("--summary", required=True, help="what the result holds and how it was made")
+    p.add_argument(
+        "--query-fingerprint",
+        required=True,
+        help="64 lowercase hex characters: SHA-256 of a stable description of the query",
+    )
     p.add_argument("--source", required=True, help="where the data came from")
     p.add_argument("--source-version", required=True, help="dataset version, or 'unknown'")
-    p.add_argument("--media-type", default="application/octet-stream")
-    p.add_argument("--tag", action="append", default=[], dest="tags")
-    p.add_argument("--column", action="append", default=[], dest="columns")
+    p.add_argument(
+        "--media-type",
+        help="e.g. text/csv (default: detected from the content, Parquet and Arrow for certain; "
+        "a re-record keeps the card's type)",
+    )
+    p.add_argument(
+        "--tag",
+        action="append",
+        dest="tags",
+        metavar="TAG",
+        help="a tag; repeat for more (a re-record without --tag keeps the tags; --tag '' clears)",
+    )
+    p.add_argument(
+        "--column",
+        action="append",
+        dest="columns",
+        metavar="COLUMN",
+        help="a column name; repeat for more (omitted on a re-record: kept; --column '' clears)",
+    )
 
 
 def _record(args: argparse.Namespace) -> Outcome:
     runtime, store = _start(args)
-    metadata = parse_metadata(
-        {
-            "title": args.title,
-            "summary": args.summary,
-            "query_fingerprint": args.query_fingerprint,
-            "source": args.source,
-            "source_version": args.source_version,
-            "media_type": args.media_type,
-            "tags": args.tags,
-            "columns": args.columns,
-        }
-    )
+    fields: dict[str, object] = {
+        "title": args.title,
+        "summary": args.summary,
+        "query_fingerprint": args.query_fingerprint,
+        "source": args.source,
+        "source_version": args.source_version,
+    }
+    if args.media_type is not None:
+        fields["media_type"] = args.media_type
+    for name in ("tags", "columns"):  # omitted: unset, so a re-record keeps the card's values
+        values = getattr(args, name)
+        if values is not None:
+            fields[name] = [value for value in values if value != ""]
+    metadata = parse_metadata(fields)
     bar = progress_for(sys.stderr, "recording", enabled=not args.json)
+    session = parse_session_id(args.session)
     try:
         recorded = store.record(
-            runtime.config.rlm_root,
-            Provenance(session_id=parse_session_id(args.session)),
-            metadata,
-            args.path,
-            bar,
+            runtime.config.rlm_root, Provenance(session_id=session), metadata, args.path, bar
         )
+    except SourceMissing as exc:
+        exports = os.path.join(runtime.config.rlm_root, "sessions", session, "exports")
+        exc.message += f" (session {session!r}: expected the file in {exports}/)"
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -160,7 +254,7 @@ def _record(args: argparse.Namespace) -> Outcome:
 
 
 def _resolve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment_id")
+    p.add_argument("experiment_id", help=_EXP_HELP)
     p.add_argument("--current-source-version", help="compare freshness against this version")
 
 
@@ -180,7 +274,7 @@ def _resolve(args: argparse.Namespace) -> Outcome:
 
 
 def _show_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment_id")
+    p.add_argument("experiment_id", help=_EXP_HELP)
     p.add_argument("--current-source-version", help="compare freshness against this version")
 
 
@@ -194,13 +288,22 @@ def _show(args: argparse.Namespace) -> Outcome:
 
 
 def _slice_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment_id")
+    p.add_argument("experiment_id", help=_EXP_HELP)
     p.add_argument("--columns", help="comma-separated columns (default: all)")
     p.add_argument("--where", help='filter, e.g. "cohort in (1, 2) and dose >= 10"')
     p.add_argument("--limit", type=int, help="at most N rows (default and maximum: the limit)")
     p.add_argument("--offset", type=int, default=0, help="skip the first N matching rows")
-    p.add_argument("--format", choices=_views.SLICE_FORMATS, default="table")
-    p.add_argument("--out", help="write the rows to a new FILE (atomically) instead of stdout")
+    p.add_argument(
+        "--format",
+        choices=_views.SLICE_FORMATS,
+        help="how to write the rows (default: from the --out extension "
+        ".parquet/.csv/.jsonl/.txt, else an aligned table)",
+    )
+    p.add_argument(
+        "--out",
+        help="write the rows to a new FILE (atomically, never over an existing file) "
+        "instead of stdout",
+    )
     p.add_argument("--current-source-version", help="compare freshness against this version")
 
 
@@ -208,7 +311,7 @@ def _slice(args: argparse.Namespace) -> Outcome:
     from harness_plugin._table_commands import slice_view  # pyarrow loads only here
 
     runtime, store = _start(args)
-    view, lines = slice_view(store, args, runtime.config.slice.resolve(), sys.stdout)
+    view, lines = slice_view(store, args, runtime.config.slice.resolve(), sys.stdout, sys.stderr)
     return Outcome(view, lines)
 
 
@@ -216,7 +319,7 @@ def _slice(args: argparse.Namespace) -> Outcome:
 
 
 def _search_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query")
+    p.add_argument("query", help="words to find in titles, summaries, tags and columns")
     p.add_argument("--limit", type=int, help="how many hits (default and maximum: the limit)")
 
 
@@ -231,7 +334,9 @@ def _search(args: argparse.Namespace) -> Outcome:
         scan.cards, max_cards=store.limits.cards_per_project, skipped=len(scan.problems)
     )
     hits = [
-        _views.local_hit(hit).model_dump(mode="json")
+        _views.local_hit(
+            hit, available_locally=store.has_object(hit.card.artifact.artifact_id)
+        ).model_dump(mode="json")
         for hit in catalog.search(args.query, limit=limit)
     ]
     view: dict[str, object] = {"hits": hits, "skipped_cards": catalog.skipped}
@@ -270,6 +375,11 @@ def _sync_args(p: argparse.ArgumentParser) -> None:
 
 def _sync(args: argparse.Namespace) -> Outcome:
     runtime = Runtime(load_config(args.config))
+    if not runtime.config.honcho.enabled:
+        raise HonchoDisabled(
+            "Honcho indexing is disabled in the configuration ([honcho] enabled = false): "
+            "there is nothing to sync; local records, search and resolve need no sync"
+        )
     if args.deadline is not None and not 0 < args.deadline <= 3600:
         raise InvalidInput("--deadline must be between 0 and 3600 seconds")
     report = runtime.sync(args.deadline)
@@ -318,6 +428,7 @@ def _demo(args: argparse.Namespace) -> Outcome:
     return Outcome({"steps": steps}, [])
 
 
+_EXP_HELP = "an experiment id (exp_…), or a unique prefix of at least 8 characters after exp_"
 _Configure = Callable[[argparse.ArgumentParser], None]
 _Run = Callable[[argparse.Namespace], Outcome]
 _COMMANDS: dict[str, tuple[str, _Configure, _Run]] = {

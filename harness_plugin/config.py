@@ -35,10 +35,11 @@ MAX_CONFIG_BYTES = 1 << 20
 def _absolute(value: str) -> str:
     if not os.path.isabs(value):
         raise ValueError("must be an absolute path")
-    stripped = value.rstrip("/") or "/"
-    if os.path.normpath(value) != stripped or "\x00" in value:
-        raise ValueError("must be a normalised path (no '.', '..' or repeated separators)")
-    return stripped
+    if os.path.normpath(value) != value or "\x00" in value:
+        raise ValueError(
+            "must be a normalised path (no trailing '/', no '.', '..' or repeated separators)"
+        )
+    return value
 
 
 def _project_id(value: str) -> str:
@@ -46,7 +47,8 @@ def _project_id(value: str) -> str:
 
 
 AbsolutePath = Annotated[str, AfterValidator(_absolute)]
-_STRICT = ConfigDict(extra="forbid", frozen=True)
+# Strict: a quoted "10" is not the number 10, and "yes" is not true.
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class ProjectConfig(BaseModel):
@@ -177,7 +179,7 @@ class Config(BaseModel):
     artifact_root: AbsolutePath
     rlm_root: AbsolutePath
     state_root: AbsolutePath
-    integrity: IntegrityMode = IntegrityMode.CACHED
+    integrity: Annotated[IntegrityMode, Field(strict=False)] = IntegrityMode.CACHED
     projects: Annotated[list[ProjectConfig], Field(min_length=1, max_length=1000)]
     limits: LimitsConfig = LimitsConfig()
     honcho: HonchoConfig = HonchoConfig()

@@ -48,7 +48,7 @@ def test_record_resolve_search_status_fsck(env, capsys):
     assert code == 0
     assert set(recorded) == {
         "experiment_id", "artifact_id", "sha256", "bytes", "deduplicated",
-        "local_saved", "honcho_queued", "index_state", "warnings",
+        "local_saved", "honcho_queued", "index_state", "warnings", "changed",
     }  # fmt: skip
     assert recorded["local_saved"] and not recorded["honcho_queued"]
     assert recorded["index_state"] == "disabled"

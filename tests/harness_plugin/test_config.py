@@ -143,3 +143,22 @@ def test_load_config_from_flag_or_environment(tmp_path):
 def test_config_never_needs_the_directories_to_exist(tmp_path):
     config = parse_config(_toml(tmp_path))
     assert not os.path.exists(config.artifact_root)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('[slice]\nmax_rows = "10"\n', "slice.max_rows"),
+        ('[limits]\nartifact_bytes = "1000"\n', "limits.artifact_bytes"),
+        ('[tools]\nartifact_memory = "yes"\n', "tools.artifact_memory"),
+        ('[honcho]\nmax_attempts = "5"\n', "honcho.max_attempts"),
+    ],
+)
+def test_quoted_numbers_and_booleans_are_not_coerced(tmp_path, text, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_config(_toml(tmp_path) + "\n" + text)
+
+
+def test_a_trailing_slash_root_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="artifact_root.*trailing"):
+        parse_config(_toml(tmp_path, artifact_root=str(tmp_path / "artifacts") + "/"))
