@@ -52,7 +52,8 @@ again can help. Each class also subclasses the builtin a generic caller would ca
         └── RemoteRejected (ValueError)                      indexer.remote_rejected
 
 `indexer.retries_exhausted` is a code without a class: the outbox records it on a card whose
-delivery was dead-lettered after its last retry.
+delivery was dead-lettered after its last retry. `indexer.outbox_corrupt` is one too: the
+dead-letter reason of an outbox document that failed verification and was moved aside.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ class ErrorCode(enum.StrEnum):
     REMOTE_MISCONFIGURED = "indexer.remote_misconfigured"
     RETRIES_EXHAUSTED = "indexer.retries_exhausted"
     HONCHO_DISABLED = "indexer.disabled"
+    OUTBOX_CORRUPT = "indexer.outbox_corrupt"
 
 
 class ArtifactError(Exception):

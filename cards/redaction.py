@@ -1,21 +1,32 @@
 """Deterministic text sanitising: normalise, then replace secret-looking spans with placeholders.
 
 `redact` first bounds the input, removes terminal escape sequences, C0/C1 controls (tab and
-newline aside) and invisible format characters (zero-width, bidirectional overrides, tag
-characters), turns CRLF, CR and Unicode line separators into LF and applies NFC. Only then does
-it match, so a secret cannot hide behind a zero-width space. Each match becomes a fixed
-`[redacted:<kind>]` placeholder that no pattern matches, so redacting twice changes nothing.
+newline aside) and every invisible character: all of Unicode category Cf (zero-width, bidi
+controls, tag characters), every Default_Ignorable code point (variation selectors, the combining
+grapheme joiner, Mongolian free variation selectors, Hangul fillers) and the braille blank. It
+turns CRLF, CR and Unicode line separators into LF and applies NFC. Patterns then match a
+compatibility-folded view (NFKC, character by character) whose spans map back to the text, so a
+fullwidth or mathematical-alphanumeric secret is found while other text keeps its form. Each
+match becomes a fixed `[redacted:<kind>]` placeholder that no pattern matches, so redacting
+twice changes nothing.
 
 Every pattern is linear-time on hostile input: quantifiers are bounded or possessive, and each
-alternative starts at a literal or behind a boundary lookbehind, so no start position rescans a
-long run.
+alternative starts at a literal or behind a boundary lookbehind, so a failed attempt rescans at
+most a bounded window (8 KiB for a JWT glued to a word, 2 KiB otherwise), never a whole run.
 
 Regex redaction is NOT a complete data-loss-prevention system. It finds common shapes only:
-bearer and authorization headers, well-known API-key prefixes, `key = value` assignments of
-secret-sounding names, PEM private keys, connection strings and URLs with credentials, JWTs,
-absolute paths and e-mail addresses. It misses secrets without a recognisable shape, paths that
-contain spaces, relative paths, raw SQL or source code, and anything split across fields. Callers
-must keep such content out of text that leaves the machine (spec §11.2, §29.3).
+bearer and authorization headers; well-known API-key prefixes, also glued to a word by `_` or
+`-`; bare 40-character AWS-style secret keys; `key = value` assignments and "the password is
+..." phrasing for secret-sounding names; PEM private keys with or without their header lines;
+connection strings and URLs with credentials (a password may hold `#`, `?` or `/`); signatures
+and secret parameters of presigned URLs; JWTs; absolute, home, `$VAR`/`%VAR%` and Windows
+paths (directory names may hold spaces); IPv4 and IPv6 addresses; e-mail addresses. It misses
+secrets without a recognisable shape (a plain word used as a password, unless a phrase names
+it), secrets split by visible characters or across fields, file names with spaces outside
+quotes, relative paths, host names, raw SQL or source code. It over-redacts too: a 40-character
+mixed-case identifier, a four-part version such as `1.2.3.4`, hex pairs such as `a::b`, the
+word after "the token is". Callers must keep such content out of text that leaves the machine
+(spec §11.2, §29.3).
 """
 
 from __future__ import annotations
@@ -29,6 +40,9 @@ from cards.errors import InvalidInput
 
 MAX_REDACT_CHARS = 50_000
 _MAX_PASSES = 4
+# Folds longer than this are Arabic phrase ligatures (U+FDFA, U+FDFB): no ASCII secret hides in
+# them, and unfolded they cannot make the matching view 18 times as long as the input.
+_MAX_FOLD = 6
 
 
 class RedactionKind(enum.StrEnum):
@@ -38,11 +52,13 @@ class RedactionKind(enum.StrEnum):
     JWT = "jwt"
     BEARER = "bearer"
     CONNECTION_STRING = "connection_string"
+    URL_SECRET = "url_secret"
     API_KEY = "api_key"
     CREDENTIAL = "credential"
     ENV = "env"
     PATH = "path"
     EMAIL = "email"
+    IP_ADDRESS = "ip_address"
 
 
 def placeholder(kind: RedactionKind) -> str:
@@ -54,18 +70,22 @@ _PLACEHOLDER = re.compile(r"\[redacted:[a-z_]{1,32}\]")
 _NOT_PLACEHOLDER = r"(?!\[redacted:)"
 
 # Shared pieces. `_B` forbids starting inside a token: it is what keeps each alternative from
-# being retried at every position of a long run.
+# being retried at every position of a long run. `_G` lets a key start after `_` or `-` (glued
+# to a word, `key_AKIA...`); it is used only where a failed attempt scans a bounded window.
 _B = r"(?<![A-Za-z0-9_-])"
+_G = r"(?<![A-Za-z0-9])"
 _PATH_CHARS = r"[^\s\"'`<>|,;]"
 _QUOTED = r"(?:\"[^\"\n]{0,1024}+\"|'[^'\n]{0,1024}+')"
 _VALUE = rf"(?:{_QUOTED}|{_NOT_PLACEHOLDER}[^\s\"',;]++)"
 _PEM_LINE = r"PRIVATE KEY[ A-Z0-9]{0,20}-----"
 _PEM_END = rf"-----END[ A-Z0-9]{{0,40}}{_PEM_LINE}"
 _SECRET_WORDS = (
-    r"api[_-]?key|apikey|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|secret[_-]?key"
+    r"api[ _-]?key|apikey|access[_-]?key(?:[_-]?id)?|secret[_-]?access[_-]?key|secret[_-]?key"
     r"|client[_-]?secret|private[_-]?key|auth[_-]?token|access[_-]?token|refresh[_-]?token"
-    r"|session[_-]?token|token|secret|password|passwd|pwd|passphrase|credentials?"
+    r"|session[_-]?token|token|secret|password|passwd|pwd|passphrase|passcode|credentials?"
 )
+# Words between a secret's name and its value in prose: "the password is now x".
+_LINKS = r"is|was|were|are|be|been|now|still|just|set|to|became|becomes|reads|equals"
 _DB_SCHEMES = (
     r"postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver|oracle"
     r"|snowflake|clickhouse|cockroachdb|couchdb|cassandra|neo4j(?:\+s)?|bolt|kafka|ldaps?"
@@ -83,53 +103,123 @@ _KEY_PREFIXES = (
     r"|AIza[A-Za-z0-9_-]{30,}+|hf_[A-Za-z0-9]{30,}+|npm_[A-Za-z0-9]{30,}+"
     r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?![A-Za-z0-9])"
 )
+# Query parameters whose value is a credential or a signature (presigned S3, GCS, Azure SAS).
+_SIGNED = r"x-(?:amz|goog)-(?:signature|credential|security-token)|signature"
+_QUERY_SECRETS = (
+    rf"{_SIGNED}|sig|sas|key|api[_-]?key|apikey|token|access[_-]?token|auth(?:[_-]?token)?"
+    r"|id[_-]?token|refresh[_-]?token|session[_-]?token|client[_-]?secret|secret|password"
+    r"|passwd|pwd|code"
+)
+_QUERY_VALUE = rf"{_NOT_PLACEHOLDER}[^&#\s\"'<>]++"
+_B64 = r"A-Za-z0-9+/"
+# Base64 runs: a PEM body without its header, or an AWS-style secret access key.
+_B64_CASES = rf"(?=[{_B64}]{{0,127}}[A-Z])(?=[{_B64}]{{0,127}}[a-z])"
+_B64_BODY = (
+    rf"(?<![{_B64}=]){_B64_CASES}"
+    rf"(?:[{_B64}]{{64,}}+|[{_B64}]{{40,63}}+(?=={{0,2}}\s{{1,8}}+[{_B64}]{{40}}))={{0,2}}"
+    rf"(?:\s{{1,8}}+[{_B64}]{{40,}}+={{0,2}})*+(?:\s{{1,8}}+[{_B64}]{{1,39}}+={{0,2}})?"
+)
+_AWS_SECRET = (
+    rf"(?<![{_B64}=])(?=[{_B64}]{{0,39}}[A-Z])(?=[{_B64}]{{0,39}}[a-z])"
+    rf"(?=[{_B64}]{{0,39}}[0-9])[{_B64}]{{40}}(?![{_B64}=])"
+)
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_H = r"[0-9A-Fa-f]{1,4}"
+_IPV6 = (
+    rf"(?:{_H}:){{7}}{_H}|{_H}(?::{_H}){{0,5}}::{_H}(?::{_H}){{0,5}}"
+    rf"|{_H}(?::{_H}){{1,6}}::|::{_H}(?::{_H}){{1,6}}"
+)
+# Paths. A directory name may hold spaces: the words after a space are kept only when a
+# separator follows them, so prose after a path is left alone.
+_SEP = r"[\\/]"
+_SEG = r"[^\s\"'`<>|,;/\\]{1,255}+"
+_WORD = r"[^\s\"'`<>|,;:/\\]{1,255}+"
+_PATH_TAIL = rf"(?:{_SEG}(?:[ ]{_WORD}){{0,7}}{_SEP})*+{_PATH_CHARS}*+"
+_ENV_DIR = (
+    r"(?:\$(?:env:)?\{?[A-Za-z_][A-Za-z0-9_]{0,63}+\}?|%[A-Za-z_][A-Za-z0-9_()]{0,63}+%)[\\/]"
+)
+_PATH_START = rf"(?:/|~[A-Za-z0-9_.-]{{0,32}}+{_SEP}|[A-Za-z]:{_SEP}|\\\\|{_ENV_DIR})"
+_NOT_IN_PATH = r"(?<![A-Za-z0-9_.~/\\-])"
 
-# Order matters only between alternatives that can start at the same position.
+# Order matters only between alternatives that can start at the same position. A lookahead for
+# the possible first letters in front of a case-insensitive word list lets most positions fail at
+# once, which keeps prose about as fast as it was before the list of classes grew.
 _PATTERNS: tuple[tuple[RedactionKind, str], ...] = (
     (
         RedactionKind.PRIVATE_KEY,
         rf"-----BEGIN[ A-Z0-9]{{0,40}}{_PEM_LINE}(?:(?!{_PEM_END})[\s\S])*+(?:{_PEM_END})?",
     ),
-    (RedactionKind.JWT, rf"{_B}eyJ[A-Za-z0-9_-]++\.eyJ[A-Za-z0-9_-]++\.[A-Za-z0-9_-]*+"),
+    (
+        RedactionKind.JWT,
+        rf"{_B}eyJ[A-Za-z0-9_-]++\.eyJ[A-Za-z0-9_-]++\.[A-Za-z0-9_-]*+"
+        r"|(?<=[_-])eyJ[A-Za-z0-9_-]{0,1024}+\.eyJ[A-Za-z0-9_-]{0,8192}+\.[A-Za-z0-9_-]*+",
+    ),
     (
         RedactionKind.BEARER,
-        rf"{_B}(?i:(?:proxy-)?authorization|set-cookie|cookie)[\"']?[ \t]{{0,8}}[:=][ \t]{{0,8}}"
-        rf"(?:{_QUOTED}|[^\n]++)",
+        rf"{_B}(?=[ACPSacps])(?i:(?:proxy-)?authorization|set-cookie|cookie)[\"']?"
+        rf"[ \t]{{0,8}}[:=][ \t]{{0,8}}(?:{_QUOTED}|[^\n]++)",
     ),
-    (RedactionKind.BEARER, rf"{_B}(?i:bearer)[ \t]{{1,8}}[A-Za-z0-9._~+/-]{{6,}}+=*+"),
+    (RedactionKind.BEARER, rf"{_B}(?=[Bb])(?i:bearer)[ \t]{{1,8}}[A-Za-z0-9._~+/-]{{6,}}+=*+"),
     (
         RedactionKind.CONNECTION_STRING,
-        r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,30}+://[^\s/?#@\"'<>]{1,256}+@[^\s\"'<>]*+",
+        r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,30}+://"
+        r"[^\s/?#@:\"'<>]{0,256}+(?::[^\s@\"'<>]{0,256}+)?@[^\s\"'<>]*+",
     ),
     (
         RedactionKind.CONNECTION_STRING,
-        rf"(?<![A-Za-z0-9+.-])(?:jdbc:)?(?i:{_DB_SCHEMES})://[^\s\"'<>]*+",
+        r"(?<![A-Za-z0-9+.-])(?=[ABCFJKLMNOPRSabcfjklmnoprs])"
+        rf"(?:jdbc:)?(?i:{_DB_SCHEMES})://[^\s\"'<>]*+",
     ),
-    (RedactionKind.PATH, rf"(?<![A-Za-z0-9+.-])(?i:{_STORAGE_SCHEMES}):/{{1,3}}{_PATH_CHARS}*+"),
+    (
+        RedactionKind.PATH,
+        r"(?<![A-Za-z0-9+.-])(?=[ADFGHSWadfghsw])"
+        rf"(?i:{_STORAGE_SCHEMES}):/{{1,3}}{_PATH_CHARS}*+",
+    ),
     (
         RedactionKind.CONNECTION_STRING,
-        rf"(?<![A-Za-z0-9_])(?i:{_CONN_KEYS})[ \t]{{0,4}}=[^;\n]{{0,256}}+;[^\n]*+",
+        rf"(?<![A-Za-z0-9_])(?=[ADEHNSadehns])(?i:{_CONN_KEYS})"
+        r"[ \t]{0,4}=[^;\n]{0,256}+;[^\n]*+",
     ),
-    (RedactionKind.API_KEY, rf"{_B}(?:{_KEY_PREFIXES})"),
-    (RedactionKind.CREDENTIAL, rf"(?i:{_SECRET_WORDS})[\"']?[ \t]{{0,8}}[:=][ \t]{{0,8}}{_VALUE}"),
+    (RedactionKind.URL_SECRET, rf"(?<=[?&;#])(?i:{_QUERY_SECRETS})={_QUERY_VALUE}"),
+    (RedactionKind.URL_SECRET, rf"{_B}(?=[SXsx])(?i:{_SIGNED})={_QUERY_VALUE}"),
+    (RedactionKind.API_KEY, rf"{_G}(?:{_KEY_PREFIXES})"),
+    (
+        RedactionKind.CREDENTIAL,
+        rf"(?=[ACPRSTacprst])(?i:{_SECRET_WORDS})[\"']?(?:[ \t]{{0,8}}[:=]"
+        rf"|(?:[ \t]{{1,8}}+(?i:{_LINKS})(?![A-Za-z])){{1,4}}+[ \t]{{0,8}}+[:=-]?)"
+        rf"[ \t]{{0,8}}{_VALUE}",
+    ),
     (
         RedactionKind.ENV,
         r"(?<![A-Za-z0-9_])(?:export[ \t]{1,8}+[A-Za-z_][A-Za-z0-9_]{0,63}+"
         r"|[A-Z][A-Z0-9]{0,31}+(?:_[A-Z0-9]{1,31}+){1,7}+)"
         rf"[ \t]{{0,4}}=[ \t]{{0,4}}{_VALUE}",
     ),
-    (RedactionKind.PATH, rf"(?<![A-Za-z0-9])[A-Za-z]:[\\/]{_PATH_CHARS}*+"),
-    (RedactionKind.PATH, rf"(?<![A-Za-z0-9\\])\\\\[^\s\\/\"'<>|]{{1,255}}+\\{_PATH_CHARS}*+"),
-    (RedactionKind.PATH, rf"(?<![A-Za-z0-9_.~/\\-])~[A-Za-z0-9_.-]{{0,32}}+/{_PATH_CHARS}*+"),
+    # A quoted path keeps its spaces, file name included.
+    (RedactionKind.PATH, rf"(?<=[\"'`]){_PATH_START}[^\"'`\n]{{0,1024}}+(?=[\"'`])"),
+    (RedactionKind.PATH, rf"(?<![A-Za-z0-9])[A-Za-z]:{_SEP}{_PATH_TAIL}"),
+    (RedactionKind.PATH, rf"(?<![A-Za-z0-9\\])\\\\[^\s\\/\"'<>|]{{1,255}}+\\{_PATH_TAIL}"),
+    (RedactionKind.PATH, rf"{_NOT_IN_PATH}~[A-Za-z0-9_.-]{{0,32}}+{_SEP}{_PATH_TAIL}"),
+    (RedactionKind.PATH, rf"(?<![A-Za-z0-9_$%\\]){_ENV_DIR}{_PATH_TAIL}"),
     (
         RedactionKind.PATH,
-        rf"(?<![A-Za-z0-9_.~/\\-])/[^\s\"'`<>|,;/]{{1,255}}+/{_PATH_CHARS}*+",
+        rf"{_NOT_IN_PATH}/[^\s\"'`<>|,;/]{{1,255}}+(?:[ ]{_WORD}){{0,7}}/{_PATH_TAIL}",
     ),
     (
         RedactionKind.EMAIL,
         r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}+@[A-Za-z0-9][A-Za-z0-9-]{0,62}+"
         r"(?:\.[A-Za-z0-9-]{1,63}+)++",
     ),
+    (
+        RedactionKind.IP_ADDRESS,
+        rf"(?<![A-Za-z0-9.]){_OCTET}(?:\.{_OCTET}){{3}}(?![0-9])(?!\.[0-9])",
+    ),
+    (
+        RedactionKind.IP_ADDRESS,
+        rf"(?<![A-Za-z0-9:.])(?:{_IPV6})(?:%[A-Za-z0-9_.-]{{1,16}}+)?(?![A-Za-z0-9:]|\.[0-9])",
+    ),
+    (RedactionKind.PRIVATE_KEY, _B64_BODY),
+    (RedactionKind.API_KEY, _AWS_SECRET),
 )
 
 # Only top-level named groups, so `Match.lastgroup` names the alternative that matched.
@@ -141,11 +231,14 @@ _ANSI = re.compile(
     r"|\x1b\][^\x07\x1b\n]{0,1024}+(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
 )
 _NEWLINES = re.compile(r"\r\n?|[\x85\u2028\u2029]")
-# Controls, plus format characters that render as nothing but can split a secret or smuggle
-# text past a reader: zero-width, bidirectional overrides and isolates, BOM, tag characters.
+# Controls, plus characters that render as nothing but can split a secret or smuggle text past
+# a reader: category Cf (Unicode 15.1), the Default_Ignorable code points (variation selectors,
+# combining grapheme joiner, Mongolian selectors, Hangul fillers, tags) and the braille blank.
 _INVISIBLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
-    "\u2066-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
+    "\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
 
 
@@ -210,7 +303,7 @@ def redact(
     for _ in range(_MAX_PASSES):
         # A second pass is rarely needed: only when one match hid the start of another, as an
         # e-mail address does for a path that follows it without a space.
-        text, replaced = _SECRETS.subn(lambda m: _replace(m, counts), text)
+        text, replaced = _redact_pass(text, counts)
         if not replaced:
             break
     by_kind = tuple(sorted(counts.items()))
@@ -226,6 +319,37 @@ def _replace(match: re.Match[str], counts: dict[RedactionKind, int]) -> str:
     kind = _KIND_BY_GROUP[str(match.lastgroup)]
     counts[kind] = counts.get(kind, 0) + 1
     return placeholder(kind)
+
+
+def _redact_pass(text: str, counts: dict[RedactionKind, int]) -> tuple[str, int]:
+    if unicodedata.is_normalized("NFKC", text):
+        return _SECRETS.subn(lambda m: _replace(m, counts), text)
+    view, origin = _folded(text)
+    pieces: list[str] = []
+    done = 0
+    replaced = 0
+    for match in _SECRETS.finditer(view):
+        start, end = origin[match.start()], origin[match.end() - 1] + 1
+        # Two matches can share one folded character ("¼" is "1⁄4"): the slice is then empty
+        # and the two placeholders meet.
+        pieces += (text[done:start], _replace(match, counts))
+        done = max(done, end)
+        replaced += 1
+    pieces.append(text[done:])
+    return "".join(pieces), replaced
+
+
+def _folded(text: str) -> tuple[str, list[int]]:
+    """NFKC of each character, and for each folded character the index it came from."""
+    parts: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        folded = char if char < "\x80" else unicodedata.normalize("NFKC", char)
+        if len(folded) > _MAX_FOLD:
+            folded = char
+        parts.append(folded)
+        origin.extend([index] * len(folded))
+    return "".join(parts), origin
 
 
 def _bound(text: str, max_chars: int) -> tuple[str, bool]:

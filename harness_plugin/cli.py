@@ -21,7 +21,7 @@ from cards import (
 )
 from cards.errors import HonchoDisabled
 from cas import Catalog, ProjectStore, Provenance, fsck
-from harness_plugin import _shortids, _views
+from harness_plugin import _listing, _shortids, _views
 from harness_plugin._progress import progress_for
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_lines, status_view
@@ -151,7 +151,13 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     sub_common = _common(in_subcommand=True)
     for name, (summary, configure, run) in _COMMANDS.items():
-        sub = commands.add_parser(name, help=summary, description=summary, parents=[sub_common])
+        sub = commands.add_parser(
+            name,
+            aliases=_ALIASES.get(name, []),
+            help=summary,
+            description=summary,
+            parents=[sub_common],
+        )
         configure(sub)
         sub.set_defaults(run=run)
     return parser
@@ -343,6 +349,47 @@ def _search(args: argparse.Namespace) -> Outcome:
     return Outcome(view, _views.search_lines(hits, catalog.skipped))
 
 
+# -- list and export ----------------------------------------------------------------------
+
+
+def _list_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tag",
+        action="append",
+        dest="tags",
+        default=[],
+        metavar="TAG",
+        help="only experiments with this tag; repeat: all must match",
+    )
+    p.add_argument("--source", help="only experiments from this source")
+    p.add_argument("--since", help="only experiments created on or after YYYY-MM-DD (UTC)")
+    p.add_argument("--media-type", help="only experiments of this media type, e.g. text/csv")
+
+
+def _list(args: argparse.Namespace) -> Outcome:
+    _, store = _start(args)
+    wanted = _listing.ListFilter(
+        tags=tuple(args.tags),
+        source=args.source,
+        since=None if args.since is None else _listing.parse_since(args.since),
+        media_type=args.media_type,
+    )
+    view = _listing.list_view(store, wanted)
+    return Outcome(view, _listing.list_lines(view))
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiment_id", help=_EXP_HELP)
+    p.add_argument("dest", help="the file to write (refused if it exists, unless --force)")
+    p.add_argument("--force", action="store_true", help="replace DEST atomically if it exists")
+
+
+def _export(args: argparse.Namespace) -> Outcome:
+    _, store = _start(args)
+    view = _listing.export(store, args.experiment_id, args.dest, force=args.force)
+    return Outcome(view, _listing.export_lines(view))
+
+
 # -- fsck ---------------------------------------------------------------------------------
 
 
@@ -429,6 +476,7 @@ def _demo(args: argparse.Namespace) -> Outcome:
 
 
 _EXP_HELP = "an experiment id (exp_…), or a unique prefix of at least 8 characters after exp_"
+_ALIASES = {"list": ["ls"]}
 _Configure = Callable[[argparse.ArgumentParser], None]
 _Run = Callable[[argparse.Namespace], Outcome]
 _COMMANDS: dict[str, tuple[str, _Configure, _Run]] = {
@@ -437,6 +485,8 @@ _COMMANDS: dict[str, tuple[str, _Configure, _Run]] = {
     "show": ("the card and, for a table, its schema, sizes and statistics", _show_args, _show),
     "slice": ("read chosen columns and rows of a table result, bounded", _slice_args, _slice),
     "search": ("search this project's experiment cards", _search_args, _search),
+    "list": ("this project's experiments, newest first", _list_args, _list),
+    "export": ("copy an experiment's verified bytes to a file", _export_args, _export),
     "fsck": ("check every object and card of the project", _fsck_args, _fsck),
     "status": ("content-free counts and settings", _no_args, _status),
     "sync": ("reconcile card index states and deliver the outbox once", _sync_args, _sync),

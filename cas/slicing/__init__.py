@@ -23,24 +23,14 @@ from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
-    from cas.slicing._reader import SliceSource, load_manifest
-    from cas.slicing._slice import (
-        BYTE_BUDGET,
-        ROW_LIMIT,
-        SliceRequest,
-        SliceResult,
-        describe,
-        read_slice,
-    )
+    from cas.slicing._reader import SliceSource
+    from cas.slicing._slice import SliceRequest, SliceResult, describe, read_slice
     from cas.slicing._table_info import TableInfo
 
 _EXPORTS = {
     "DEFAULT_SLICE_LIMITS": "cas.slicing._limits",
     "SliceLimits": "cas.slicing._limits",
     "SliceSource": "cas.slicing._reader",
-    "load_manifest": "cas.slicing._reader",
-    "BYTE_BUDGET": "cas.slicing._slice",
-    "ROW_LIMIT": "cas.slicing._slice",
     "SliceRequest": "cas.slicing._slice",
     "SliceResult": "cas.slicing._slice",
     "describe": "cas.slicing._slice",
@@ -49,16 +39,13 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "BYTE_BUDGET",
     "DEFAULT_SLICE_LIMITS",
-    "ROW_LIMIT",
     "SliceLimits",
     "SliceRequest",
     "SliceResult",
     "SliceSource",
     "TableInfo",
     "describe",
-    "load_manifest",
     "read_slice",
 ]
 

@@ -11,17 +11,15 @@ from strategies import build_card, metadata_fields
 
 from cards import (
     DEFAULT_LIMITS,
-    CardInvalid,
     ConfigError,
     Freshness,
     InvalidInput,
-    UnsupportedVersion,
     dump_card,
-    freshness,
-    freshness_warning,
     parse_card,
     parse_metadata,
 )
+from cards.errors import CardInvalid, UnsupportedVersion
+from cards.policy import freshness, freshness_warning
 
 BASE = {
     "title": "t",

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import build_card, metadata_fields
 
-from cards import CardInvalid, InvalidId, InvalidInput, parse_card
+from cards import InvalidId, InvalidInput, parse_card
+from cards.errors import CardInvalid
 from cards.model import ExperimentCardV1, IndexState, IndexStatus, dump_card
 from cards.redaction import (
     MAX_REDACT_CHARS,

@@ -12,14 +12,14 @@ from conftest import SESSION, Workspace, make_metadata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cards import (
+from cards import SourceMissing
+from cards.errors import (
     ArtifactTooLarge,
     HardLinked,
     NotRegularFile,
     PathEscape,
     PathRejected,
     SourceChanged,
-    SourceMissing,
 )
 from cas import Provenance
 from cas._ingest import export_parts

@@ -14,20 +14,22 @@ from conftest import SESSION, fingerprint
 
 from cards import (
     DEFAULT_LIMITS,
-    CardInvalid,
-    ExperimentNotFound,
     Freshness,
     IndexState,
     IndexStatus,
-    IntegrityError,
     InvalidId,
     InvalidInput,
     ObjectMissing,
+    parse_card,
+)
+from cards._ids import artifact_id_for_bytes
+from cards.errors import (
+    CardInvalid,
+    ExperimentNotFound,
+    IntegrityError,
     QuotaExceeded,
     StoreIOError,
     UnsupportedVersion,
-    artifact_id_for_bytes,
-    parse_card,
 )
 from cas import IntegrityMode, VerificationCache
 from cas._chunks import parse_manifest

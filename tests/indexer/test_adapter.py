@@ -7,13 +7,8 @@ import pytest
 from honcho_helpers import BASE, KEY, settings
 from outbox_helpers import make_entry
 
-from cards import (
-    RemoteMisconfigured,
-    RemoteRejected,
-    RemoteUnauthorized,
-    RemoteUnavailable,
-    artifact_id_for_bytes,
-)
+from cards import RemoteMisconfigured, RemoteRejected, RemoteUnauthorized, RemoteUnavailable
+from cards._ids import artifact_id_for_bytes
 from indexer import HonchoMemoryService, SessionTarget, cards_session_id
 
 CARDS = SessionTarget(session_id=cards_session_id("trial-analysis"), kind="cards")

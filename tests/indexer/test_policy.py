@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from outbox_helpers import T0
 
-from cards import CircuitOpen, RemoteRejected, RemoteUnauthorized, RemoteUnavailable
+from cards import RemoteRejected, RemoteUnauthorized, RemoteUnavailable
+from cards.errors import CircuitOpen
 from indexer import CircuitBreaker, CircuitState, RetryPolicy
 
 

@@ -1,0 +1,220 @@
+"""`list` and `export`: the experiments at a glance, and their verified bytes copied out."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from cards import ExperimentCardV1, InvalidInput
+from cards.errors import IntegrityError, StoreIOError
+from cas import ProjectStore, write_new
+from harness_plugin._views import human_size, iso
+
+CHUNK_BYTES = 1 << 20
+SHORT_ID_CHARS = 12
+_PREFIX = "exp_"
+
+
+@dataclass(frozen=True, slots=True)
+class ListFilter:
+    """Which experiments `list` shows: every given condition must hold."""
+
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    since: datetime | None = None
+    media_type: str | None = None
+
+    def admits(self, card: ExperimentCardV1) -> bool:
+        """Whether `card` meets every condition."""
+        return (
+            all(tag in card.tags for tag in self.tags)
+            and (self.source is None or card.source == self.source)
+            and (self.since is None or card.created_at >= self.since)
+            and (self.media_type is None or card.artifact.media_type == self.media_type)
+        )
+
+
+def parse_since(text: str) -> datetime:
+    """`YYYY-MM-DD` as the start of that day in UTC.
+
+    Raises:
+        InvalidInput: `text` is not a calendar date in that form.
+    """
+    try:
+        day = datetime.strptime(text, "%Y-%m-%d")
+    except ValueError:
+        raise InvalidInput(f"--since must be a date YYYY-MM-DD, got {text!r}") from None
+    return day.replace(tzinfo=UTC)
+
+
+# -- list ---------------------------------------------------------------------------------
+
+
+def list_view(store: ProjectStore, wanted: ListFilter) -> dict[str, object]:
+    """The project's matching experiments, newest first, with skipped cards counted."""
+    scan = store.scan_cards()
+    cards = sorted(
+        (card for card in scan.cards if wanted.admits(card)),
+        key=lambda card: (card.created_at, card.experiment_id),
+        reverse=True,
+    )
+    titles = Counter(card.title for card in cards)
+    seen: set[str] = set()
+    experiments: list[dict[str, object]] = []
+    for card in cards:
+        newest = card.title not in seen
+        seen.add(card.title)
+        entry = _entry(card, available=store.has_object(card.artifact.artifact_id))
+        entry["same_title"] = titles[card.title]
+        entry["newest_of_title"] = newest
+        experiments.append(entry)
+    return {"experiments": experiments, "skipped_cards": len(scan.problems)}
+
+
+def _entry(card: ExperimentCardV1, *, available: bool) -> dict[str, object]:
+    return {
+        "experiment_id": card.experiment_id,
+        "artifact_id": card.artifact.artifact_id,
+        "title": card.title,
+        "source": card.source,
+        "source_version": card.source_version,
+        "tags": list(card.tags),
+        "media_type": card.artifact.media_type,
+        "bytes": card.artifact.bytes,
+        "shape": None if card.shape is None else list(card.shape),
+        "created_at": iso(card.created_at),
+        "available_locally": available,
+    }
+
+
+def list_lines(view: dict[str, object]) -> list[str]:
+    """`list` for a person: one line per experiment; card text is quoted as data."""
+    experiments = view["experiments"]
+    assert isinstance(experiments, list)
+    lines = [_line(entry) for entry in experiments] or ["no experiments match"]
+    skipped = view["skipped_cards"]
+    if skipped:
+        lines.append(f"({skipped} unreadable cards were skipped; run `artmem fsck`)")
+    return lines
+
+
+def _line(entry: dict[str, object]) -> str:
+    created = str(entry["created_at"])
+    experiment_id = str(entry["experiment_id"])
+    shape = entry["shape"]
+    shown = "×".join(map(str, shape)) if isinstance(shape, list) and shape else "-"
+    size = human_size(int(str(entry["bytes"])))
+    line = (
+        f"{created[:10]} {created[11:16]}  "
+        f"{experiment_id[len(_PREFIX) : len(_PREFIX) + SHORT_ID_CHARS]}  "
+        f"{entry['media_type']}  {size}  {shown}  {entry['title']!r}"
+    )
+    if int(str(entry["same_title"])) > 1 and entry["newest_of_title"]:
+        line += " (newest)"
+    if not entry["available_locally"]:
+        line += "  [not available locally]"
+    return line
+
+
+# -- export -------------------------------------------------------------------------------
+
+
+def export(store: ProjectStore, experiment_id: str, dest: str, *, force: bool) -> dict[str, object]:
+    """Copy an experiment's verified bytes to `dest`, atomically, hashing what is written.
+
+    Raises:
+        InvalidInput: `dest` exists and `force` is not set, or `dest` is a directory.
+        IntegrityError: the bytes copied differ from the card's size or SHA-256 (no file left).
+        StoreIOError: `dest` could not be written.
+        (and what `ProjectStore.resolve` raises)
+    """
+    resolved = store.resolve(experiment_id)
+    artifact = resolved.card.artifact
+    if os.path.isdir(dest):
+        raise InvalidInput(f"the destination is a directory: {dest}")
+    exists = os.path.lexists(dest)
+    if exists and not force:
+        raise InvalidInput(f"the destination exists: {dest} (pass --force to replace it)")
+    chunks = _checked_chunks(resolved.path, artifact.sha256, artifact.bytes)
+    if exists:
+        _replace(dest, chunks)
+    else:
+        try:
+            write_new(dest, chunks)
+        except FileExistsError:
+            raise InvalidInput(
+                f"the destination appeared meanwhile: {dest} (pass --force to replace it)"
+            ) from None
+    return {
+        "experiment_id": resolved.card.experiment_id,
+        "path": os.path.abspath(dest),
+        "bytes": artifact.bytes,
+        "sha256": artifact.sha256,
+    }
+
+
+def export_lines(view: dict[str, object]) -> list[str]:
+    """`export` for a person."""
+    size = human_size(int(str(view["bytes"])))
+    return [
+        f"exported {view['experiment_id']}",
+        f"  path    {view['path']}",
+        f"  bytes   {size} (SHA-256 verified while copying)",
+        f"  sha256  {view['sha256']}",
+    ]
+
+
+def _checked_chunks(path: str, sha256: str, size: int) -> Iterator[bytes]:
+    """The file's bytes in 1 MiB chunks; after the last, raise unless they hash to `sha256`."""
+    digest = hashlib.sha256()
+    total = 0
+    with open(path, "rb") as source:
+        while chunk := source.read(CHUNK_BYTES):
+            digest.update(chunk)
+            total += len(chunk)
+            yield chunk
+    if total != size or digest.hexdigest() != sha256:
+        raise IntegrityError(
+            "the exported bytes differ from the card's size or SHA-256 (the object changed "
+            "while it was copied); nothing was written; run `artmem fsck`"
+        )
+
+
+def _replace(dest: str, chunks: Iterable[bytes]) -> None:
+    """Replace `dest` atomically: temp file beside it, fsync, `os.replace`, fsync the directory."""
+    directory, name = os.path.split(os.path.abspath(dest))
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".artmem-tmp", dir=directory)
+    except OSError as exc:
+        raise StoreIOError(f"cannot create a temp file beside {dest}: {exc.strerror}") from exc
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, dest)
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        if isinstance(exc, OSError):
+            raise StoreIOError(f"cannot write {dest}: {exc.strerror}") from exc
+        raise
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise StoreIOError(f"cannot sync the directory {directory}: {exc.strerror}") from exc
