@@ -11,7 +11,6 @@ DESIGN.md §8 targets: admission p99 under 10 ms; delivery at least 200 cards/s.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
 import tempfile
@@ -23,7 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import machine_line, percentile, print_table  # noqa: E402
 from _fake_server import fake_honcho  # noqa: E402
 
+from cards import conversation_delivery_id  # noqa: E402
 from indexer import (  # noqa: E402
+    ConversationRef,
     DeliveryWorker,
     HonchoMemoryService,
     HonchoSettings,
@@ -39,8 +40,28 @@ KEY = "bench-key"
 
 
 def _entry(n: int, sessions: int) -> OutboxEntry:
-    delivery = hashlib.sha256(f"bench-{n}".encode()).hexdigest()
+    """A card-sized delivery whose id is the one its content gives (the outbox verifies it)."""
+    session = f"cards-{n % sessions}"
     content = f"Experiment card {n}: per-cohort response table. " + "x" * 600
+    ref = ConversationRef(
+        workspace_id="bench",
+        user_peer_id="user",
+        project_id="bench",
+        dsh_session_id=session,
+        turn=n,
+        event_seqs=[n],
+        roles=["assistant"],
+    )
+    delivery = conversation_delivery_id(
+        workspace_id=ref.workspace_id,
+        user_peer_id=ref.user_peer_id,
+        honcho_session_id=session,
+        project_id=ref.project_id,
+        dsh_session_id=ref.dsh_session_id,
+        turn=ref.turn,
+        event_seqs=ref.event_seqs,
+        messages=[("assistant", content)],
+    )
     metadata: dict[str, str | int | bool] = {
         "source": "artmem",
         "kind": "experiment-card",
@@ -55,8 +76,9 @@ def _entry(n: int, sessions: int) -> OutboxEntry:
     return OutboxEntry(
         schema_version=1,
         delivery_id=delivery,
-        target=SessionTarget(session_id=f"cards-{n % sessions}", kind="cards"),
+        target=SessionTarget(session_id=session, kind="conversation"),
         messages=[message],
+        conversation=ref,
         seq=n,
         admitted_at=datetime.now(UTC),
     )

@@ -1,16 +1,21 @@
 """`artmem serve`: the JSONL worker the harness plugin talks to (DESIGN.md §6).
 
 One JSON object a line on stdin, one reply a line on stdout; calls run concurrently and replies
-may come out of order (match them by `id`). A malformed line gets an error reply and never stops
-the worker. The delivery worker runs inside, in its own thread. Shutdown (the `shutdown` op, end
-of input, or SIGTERM) stops admitting calls, finishes the calls in flight, drains the outbox
-within a bound, and exits 0. Logs go to stderr as JSON lines: events and error codes, never
-arguments, results, card text or paths.
+may come out of order (match them by `id`). A malformed line gets one error reply and never stops
+the worker; so does a line over `MAX_LINE_BYTES`, which is read in bounded pieces and dropped up
+to its newline (the reply carries the request id when the start of the line shows it). Blank
+lines are ignored. The delivery worker runs inside, in its own thread.
+
+The `shutdown` op stops admission: every later request gets `worker.shutting_down`, until the
+host closes the input. End of input (with or without `shutdown`) or SIGTERM finishes the calls in
+flight, drains the outbox within a bound, and exits 0. Logs go to stderr as JSON lines: events
+and error codes, never arguments, results, card text or paths.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 import threading
@@ -19,7 +24,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 import orjson
 
@@ -40,12 +45,23 @@ PROTOCOL = 1
 VERSION = "0.1.0"
 OPS = ("hello", "tools/list", "tools/call", "events/append", "recall/first-step", "status")
 MAX_LINE_BYTES = 1 << 20
+DISCARD_PIECE_BYTES = 1 << 16  # the rest of an oversized line is read and dropped in these
+ID_SCAN_BYTES = 1 << 16  # how much of an oversized line is searched for its request id
+MAX_ID_CHARS = 200
 RECONCILE_EVERY_S = 300.0
 IDLE_WAIT_S = 30.0
 
 
 class _Terminate(Exception):
     """Raised by the SIGTERM handler to leave a blocking read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Oversized:
+    """A line longer than `MAX_LINE_BYTES`: its first bytes, and its whole length."""
+
+    prefix: bytes
+    size: int
 
 
 def log(stream: TextIO, event: str, **fields: object) -> None:
@@ -138,7 +154,7 @@ class JsonlWorker:
     """Reads requests, runs them (tool calls concurrently), writes replies."""
 
     runtime: Runtime
-    stdin: TextIO
+    stdin: BinaryIO
     stdout: TextIO
     stderr: TextIO
     environ: Mapping[str, str]
@@ -147,7 +163,7 @@ class JsonlWorker:
     _closing: threading.Event = field(default_factory=threading.Event, init=False)
 
     def run(self) -> int:
-        """Serve until shutdown; always exits 0 after an orderly drain."""
+        """Serve until end of input or SIGTERM; always exits 0 after an orderly drain."""
         delivery = Delivery(self.runtime, self.stderr) if self.runtime.outbox else None
         host = ToolHost(
             self.runtime,
@@ -174,29 +190,29 @@ class JsonlWorker:
         return 0
 
     def _read_loop(self, host: ToolHost, pool: ThreadPoolExecutor) -> None:
-        while not self._closing.is_set():
-            line = self.stdin.readline(MAX_LINE_BYTES + 1)
-            if not line:
-                log(self.stderr, "worker.eof")
-                return
-            if not line.strip():
-                continue
-            self._dispatch(line, host, pool)
+        while (line := read_line(self.stdin, MAX_LINE_BYTES)) is not None:
+            if isinstance(line, Oversized):
+                log(self.stderr, "request.oversized", bytes=line.size)
+                too_long = InvalidRequest(f"the request line is longer than {MAX_LINE_BYTES} bytes")
+                self._reply(prefix_id(line.prefix[:ID_SCAN_BYTES]), error=too_long)
+            elif line.strip():
+                self._dispatch(line, host, pool)
+        log(self.stderr, "worker.eof")
 
-    def _dispatch(self, line: str, host: ToolHost, pool: ThreadPoolExecutor) -> None:
+    def _dispatch(self, line: bytes, host: ToolHost, pool: ThreadPoolExecutor) -> None:
         try:
             request_id, op, caller, params = _envelope(line)
         except InvalidRequest as exc:
             self._reply(_best_id(line), error=exc)
+            return
+        if self._closing.is_set():
+            self._reply(request_id, error=ShuttingDown("the worker is shutting down"))
             return
         if op == "shutdown":
             self._closing.set()
             self._reply(request_id, result={"stopping": True})
             return
         if op == "tools/call":
-            if self._closing.is_set():
-                self._reply(request_id, error=ShuttingDown("the worker is shutting down"))
-                return
             pool.submit(self._guarded, request_id, lambda: _call(host, caller, params))
             return
         self._guarded(request_id, lambda: self._simple(op, host))
@@ -259,19 +275,77 @@ def _call(host: ToolHost, caller: object, params: Mapping[str, object]) -> objec
     return host.call(name, params.get("arguments"), who)
 
 
-def _best_id(line: str) -> object:
+def read_line(stream: BinaryIO, limit: int) -> bytes | Oversized | None:
+    """The next line of `stream`, `Oversized` for one over `limit` bytes, None at end of input.
+
+    Memory stays bounded: an oversized line keeps only its first `limit + 1` bytes, and the
+    rest of it is read in pieces and dropped up to its newline, never parsed as requests.
+    """
+    line = stream.readline(limit + 1)
+    if not line:
+        return None
+    if line.endswith(b"\n") or len(line) <= limit:
+        return line
+    size = len(line)
+    while piece := stream.readline(DISCARD_PIECE_BYTES):
+        size += len(piece)
+        if piece.endswith(b"\n"):
+            break
+    return Oversized(line, size)
+
+
+# A JSON string (whole), a lone quote (a string cut off), or a bracket.
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|["{}\[\]]')
+_COLON = re.compile(rb"[ \t\r\n]*:")
+_ID_VALUE = re.compile(
+    rb'[ \t\r\n]*(?:(-?(?:0|[1-9][0-9]{0,17}))|("(?:[^"\\]|\\.){0,200}"))[ \t\r\n]*[,}]'
+)
+
+
+def prefix_id(prefix: bytes) -> int | str | None:
+    """The top-level `"id"` of a request cut short, when `prefix` holds all of it.
+
+    Only a key of the outermost object counts (an `"id"` inside `params` is someone else's),
+    and only a whole integer or a short string, followed by `,` or `}`.
+    """
+    if not prefix.lstrip().startswith(b"{"):
+        return None
+    depth = 0
+    for token in _TOKEN.finditer(prefix):
+        text = token.group()
+        if text in (b"{", b"["):
+            depth += 1
+        elif text in (b"}", b"]"):
+            depth -= 1
+        elif text == b'"':
+            return None  # a string runs past the prefix, and everything after it
+        elif depth == 1 and text == b'"id"' and (colon := _COLON.match(prefix, token.end())):
+            value = _ID_VALUE.match(prefix, colon.end())
+            return None if value is None else _id_value(value.group(1), value.group(2))
+    return None
+
+
+def _id_value(number: bytes | None, string: bytes | None) -> int | str | None:
+    if number is not None:
+        return int(number)
+    try:
+        text = orjson.loads(string or b"")
+    except orjson.JSONDecodeError:  # a bad escape or invalid UTF-8
+        return None
+    return text if isinstance(text, str) and len(text) <= MAX_ID_CHARS else None
+
+
+def _best_id(line: bytes) -> object:
     """The id of a rejected request when it can be read, so the host can match the error."""
     try:
         request_id = orjson.loads(line).get("id")
     except (orjson.JSONDecodeError, AttributeError):
         return None
     valid = isinstance(request_id, str | int) and not isinstance(request_id, bool)
-    return request_id if valid and len(str(request_id)) <= 200 else None
+    return request_id if valid and len(str(request_id)) <= MAX_ID_CHARS else None
 
 
-def _envelope(line: str) -> tuple[object, str, object, Mapping[str, object]]:
-    if len(line) > MAX_LINE_BYTES:
-        raise InvalidRequest("the request line is too long")
+def _envelope(line: bytes) -> tuple[object, str, object, Mapping[str, object]]:
     try:
         request = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
@@ -281,7 +355,7 @@ def _envelope(line: str) -> tuple[object, str, object, Mapping[str, object]]:
     request_id, op = request.get("id"), request.get("op")
     if not (isinstance(request_id, str | int) and not isinstance(request_id, bool)):
         raise InvalidRequest("a request needs an id (string or integer)")
-    if isinstance(request_id, str) and len(request_id) > 200:
+    if isinstance(request_id, str) and len(request_id) > MAX_ID_CHARS:
         raise InvalidRequest("the request id is too long")
     params = request.get("params", {})
     if not isinstance(op, str) or not isinstance(params, dict):
@@ -313,4 +387,4 @@ def _ms(started: float) -> float:
 
 def serve(runtime: Runtime, environ: Mapping[str, str]) -> int:
     """Run the worker on this process's standard streams."""
-    return JsonlWorker(runtime, sys.stdin, sys.stdout, sys.stderr, environ).run()
+    return JsonlWorker(runtime, sys.stdin.buffer, sys.stdout, sys.stderr, environ).run()

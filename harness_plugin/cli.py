@@ -402,15 +402,33 @@ def _fsck_args(p: argparse.ArgumentParser) -> None:
 
 
 def _fsck(args: argparse.Namespace) -> Outcome:
-    _, store = _start(args)
+    from indexer import Outbox
+
+    runtime, store = _start(args)
     bar = progress_for(sys.stderr, "checking", enabled=not args.json)
     try:
         report = fsck(store, repair=args.repair, progress=bar)
     finally:
         if bar is not None:
             bar.close()
+    outbox = Outbox(runtime.config.state_root).check(repair=args.repair)
     view = _views.fsck_view(report)
-    return Outcome(view, _views.fsck_lines(view), EXIT_OK if report.ok else EXIT_ERROR)
+    view["outbox"] = {
+        "ok": outbox.ok,
+        "valid": outbox.valid,
+        "corrupt": outbox.corrupt,
+        "moved": outbox.moved,
+        "foreign": outbox.foreign,
+        "permission_problems": list(outbox.permission_problems),
+    }
+    lines = _views.fsck_lines(view)
+    lines.append(
+        f"outbox: {outbox.valid} valid, {outbox.corrupt} corrupt ({outbox.moved} moved aside), "
+        f"{outbox.foreign} unrecognised"
+    )
+    lines += [f"  permissions: {problem}" for problem in outbox.permission_problems]
+    ok = report.ok and outbox.ok
+    return Outcome(view, lines, EXIT_OK if ok else EXIT_ERROR)
 
 
 # -- sync ---------------------------------------------------------------------------------

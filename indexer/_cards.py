@@ -1,7 +1,7 @@
 """Card index states (spec §29.1 steps 5–7, §29.2): admission, outcomes and reconciliation.
 
 A committed card is admitted to the outbox; acknowledgements and dead letters come back as card
-states; reconciliation re-admits cards whose delivery was lost or exhausted.
+states; reconciliation re-admits cards whose delivery was lost, exhausted or corrupt.
 
 States: `pending` (committed locally, not admitted), `queued` (durably in the outbox: not yet
 searchable), `indexed` (Honcho confirmed it), `failed` (dead-lettered, or the projection was
@@ -32,12 +32,13 @@ from indexer._entry import (
     cards_session_id,
     message_fingerprint,
 )
-from indexer._outbox import Outbox
+from indexer._outbox import CORRUPT, Outbox
 from indexer._worker import EXHAUSTED
 
 Clock = Callable[[], datetime]
-# Dead letters for these reasons may be retried by reconciliation; a rejection may not.
-RETRYABLE_DEAD = frozenset({EXHAUSTED})
+# Dead letters for these reasons may be retried by reconciliation; a rejection may not. A
+# corrupt document never reached a verdict from Honcho, so its card gets a fresh admission.
+RETRYABLE_DEAD = frozenset({EXHAUSTED, CORRUPT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,11 @@ class CardIndexer:
             self._move_ref(entry, IndexState.FAILED, code, entry.attempts)
 
     def reconcile(self, batch: int) -> ReconcileReport:
-        """Re-admit pending, failed-but-retryable and lost queued cards, at most `batch` of them."""
+        """Re-admit pending, failed-but-retryable and lost queued cards, at most `batch` of them.
+
+        A queued card is lost when its pending document is missing, or is corrupt (then moved
+        to dead-letter on the way, and the card admitted afresh).
+        """
         report = ReconcileReport()
         for store in self.stores.values():
             for card in store.scan_cards().cards:

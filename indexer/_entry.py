@@ -1,20 +1,46 @@
-"""The outbox document: one versioned JSON file per delivery, validated on write and read."""
+"""The outbox document: one versioned JSON file per delivery, validated on write and read.
+
+A document proves its own integrity: its delivery id is recomputed from its content (the card
+reference and projection of a card delivery, the capture identity and payload of a conversation
+delivery) and every message's fingerprint from the message. A truncated, garbled or hand-edited
+document therefore never validates, so it can never be sent as a delivery. Retry bookkeeping
+(attempts, next attempt, last error) is outside the identity and is not covered.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import re
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
-from cards import OutboxError, ProjectId, canonical_json, project_key, validation_message
+from cards import (
+    ExperimentId,
+    OutboxError,
+    ProjectId,
+    canonical_json,
+    card_delivery_id,
+    conversation_delivery_id,
+    project_key,
+    projection_revision,
+    validation_message,
+)
 
 ENTRY_SCHEMA_VERSION: Literal[1] = 1
 MAX_MESSAGES = 100  # Honcho's limit per create request
 MAX_CONTENT_CHARS = 25_000  # Honcho's MAX_MESSAGE_SIZE
 MAX_METADATA_KEYS = 100
+MAX_EVENT_SEQS = 1_000
 _HONCHO_ID = re.compile(r"[A-Za-z0-9_-]{1,512}")
 _DELIVERY_ID = re.compile(r"[0-9a-f]{64}")
 
@@ -84,8 +110,35 @@ class CardRef(BaseModel):
     projection_revision: DeliveryId
 
 
+class ConversationRef(BaseModel):
+    """The capture identity a conversation delivery id is computed from (spec §12.2).
+
+    With the target session and the message contents it gives the id; `roles[i]` is the role
+    of `messages[i]`.
+    """
+
+    model_config = _FROZEN
+
+    workspace_id: HonchoId
+    user_peer_id: HonchoId
+    project_id: HonchoId
+    dsh_session_id: Annotated[str, Field(min_length=1, max_length=512)]
+    turn: Annotated[int, Field(ge=0)]
+    event_seqs: Annotated[
+        list[Annotated[int, Field(ge=0)]], Field(min_length=1, max_length=MAX_EVENT_SEQS)
+    ]
+    roles: Annotated[
+        list[Annotated[str, Field(pattern=r"^[a-z_]{1,32}$")]],
+        Field(min_length=1, max_length=MAX_MESSAGES),
+    ]
+
+
 class OutboxEntry(BaseModel):
-    """A durable delivery: its messages, target, admission order and retry state."""
+    """A durable delivery: its messages, target, admission order and retry state.
+
+    A card delivery (`target.kind == "cards"`) carries `card`; a conversation delivery carries
+    `conversation`. Either way `delivery_id` must be the one its content gives.
+    """
 
     model_config = _FROZEN
 
@@ -94,6 +147,7 @@ class OutboxEntry(BaseModel):
     target: SessionTarget
     messages: Annotated[list[OutboundMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
     card: CardRef | None = None
+    conversation: ConversationRef | None = None
     seq: Annotated[int, Field(ge=0)]
     admitted_at: AwareDatetime
     attempts: Annotated[int, Field(ge=0, le=1_000_000)] = 0
@@ -102,6 +156,22 @@ class OutboxEntry(BaseModel):
     maybe_sent: bool = False
     next_attempt_at: AwareDatetime | None = None
     last_error: Annotated[str, Field(pattern=r"^[a-z0-9_.]{1,64}$")] | None = None
+
+    @model_validator(mode="after")
+    def _derived_from_content(self) -> Self:
+        for message in self.messages:
+            if message.metadata.get("delivery_id") != self.delivery_id:
+                raise ValueError("a message does not carry the delivery id")
+            expected = message_fingerprint(message.peer_id, message.content, message.metadata)
+            if message.fingerprint != expected:
+                raise ValueError("a message fingerprint is not the digest of the message")
+        if self.target.kind == "cards":
+            derived = _card_delivery_id(self)
+        else:
+            derived = _conversation_delivery_id(self)
+        if derived != self.delivery_id:
+            raise ValueError("the delivery id is not the one the content gives")
+        return self
 
     def due(self, now: datetime) -> bool:
         """Whether this entry may be attempted at `now`."""
@@ -116,6 +186,44 @@ class OutboxEntry(BaseModel):
         return OutboxEntry.model_validate(self.model_dump() | changes)
 
 
+def _card_delivery_id(entry: OutboxEntry) -> str:
+    """The delivery id a card document's reference and projection give (`card_delivery_id`)."""
+    ref = entry.card
+    if ref is None or entry.conversation is not None or len(entry.messages) != 1:
+        raise ValueError("a card delivery is one message with a card reference")
+    (message,) = entry.messages
+    metadata = message.metadata
+    revision = projection_revision(message.content, metadata)
+    claimed = (metadata.get("projection_revision"), ref.projection_revision)
+    if claimed != (revision, revision):
+        raise ValueError("the projection revision is not the digest of the projection")
+    if (metadata.get("project_id"), metadata.get("experiment_id")) != (
+        ref.project_id,
+        ref.experiment_id,
+    ):
+        raise ValueError("the projection names another card")
+    if entry.target.session_id != cards_session_id(ref.project_id):
+        raise ValueError("a card delivery targets another project's cards session")
+    return card_delivery_id(ProjectId(ref.project_id), ExperimentId(ref.experiment_id), revision)
+
+
+def _conversation_delivery_id(entry: OutboxEntry) -> str:
+    """The delivery id a conversation document's identity and payload give (spec §12.2)."""
+    ref = entry.conversation
+    if ref is None or entry.card is not None or len(ref.roles) != len(entry.messages):
+        raise ValueError("a conversation delivery has an identity with one role per message")
+    return conversation_delivery_id(
+        workspace_id=ref.workspace_id,
+        user_peer_id=ref.user_peer_id,
+        honcho_session_id=entry.target.session_id,
+        project_id=ref.project_id,
+        dsh_session_id=ref.dsh_session_id,
+        turn=ref.turn,
+        event_seqs=ref.event_seqs,
+        messages=[(r, m.content) for r, m in zip(ref.roles, entry.messages, strict=True)],
+    )
+
+
 def encode_entry(entry: OutboxEntry) -> bytes:
     """The canonical bytes of an outbox document."""
     return canonical_json(entry.model_dump(mode="json"))
@@ -125,7 +233,8 @@ def decode_entry(raw: bytes) -> OutboxEntry:
     """Validate an outbox document read from disk.
 
     Raises:
-        OutboxError: the document is malformed or of another schema version.
+        OutboxError: the document is malformed, of another schema version, or its delivery id
+            is not the one its content gives (truncated, garbled or edited).
     """
     try:
         return OutboxEntry.model_validate_json(raw)

@@ -4,11 +4,17 @@ Admission is one atomic file write (temp in `outbox/tmp/`, fsync, rename, fsync 
 and is the only thing on a caller's path: nothing here touches the network. A delivery id is a
 digest of its content, so admitting the same delivery twice is a no-op. The outbox is a delivery
 mechanism, not a record: the local cards remain the source of truth.
+
+A document that does not verify (garbage, empty, truncated, edited, not a regular file) is
+corrupt: it is never loaded as a delivery and, when found, is moved aside whole, unread, to
+`dead-letter/<delivery_id>.corrupt` (reason `CORRUPT`). It blocks nothing: the same delivery may
+be admitted again, which is how reconciliation re-admits its card.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import threading
@@ -26,7 +32,12 @@ PENDING = "pending"
 DEAD_LETTER = "dead-letter"
 TMP = "tmp"
 SUFFIX = ".json"
+CORRUPT_SUFFIX = ".corrupt"
+# The dead-letter reason of a document moved aside because it did not verify.
+CORRUPT = "indexer.outbox_corrupt"
 MAX_ENTRY_BYTES = 4 << 20
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 Clock = Callable[[], datetime]
 
 
@@ -47,6 +58,39 @@ class OutboxStats:
     dead_letter: int
     invalid: int
     temp_leftovers: int
+    set_aside: int = 0  # corrupt documents moved to dead-letter (`<delivery_id>.corrupt`)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxCheck:
+    """What `Outbox.check` found (counts and relative paths, never content) and what it moved.
+
+    Attributes:
+        valid: pending documents that verify.
+        corrupt: pending documents that do not (garbage, empty, truncated, edited, a symlink).
+        moved: corrupt documents moved to dead-letter by this check (with `repair`).
+        foreign: files in `pending/` not named like a delivery document (left for an operator).
+        permission_problems: directories not 0700, files not 0600, or either not owned by
+            this user, as `"<path under the state root>: <finding>"`.
+    """
+
+    valid: int = 0
+    corrupt: int = 0
+    moved: int = 0
+    foreign: int = 0
+    permission_problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether nothing is left for an operator (every corrupt document was moved)."""
+        return self.corrupt == self.moved and not self.foreign and not self.permission_problems
+
+
+@dataclass(frozen=True, slots=True)
+class _Corrupt:
+    """A document that does not verify; `identity` (device, inode) when it can be moved aside."""
+
+    identity: tuple[int, int] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +133,16 @@ class Outbox:
     def admit(self, entry: OutboxEntry) -> Admission:
         """Durably admit `entry`, unless a delivery with its id is pending or dead-lettered.
 
+        A corrupt pending document of the same id is moved aside and replaced.
+
         Raises:
             OutboxError: the document could not be written; nothing was admitted.
         """
         name = parse_delivery_id(entry.delivery_id) + SUFFIX
         with self._dirs() as (pending, dead, tmp):
-            if _exists(pending, name) or _exists(dead, name):
+            if _exists(dead, name):
+                return Admission(entry.delivery_id, created=False)
+            if _remains(pending, name, dead):
                 return Admission(entry.delivery_id, created=False)
             _write(pending, name, encode_entry(entry), tmp)
         return Admission(entry.delivery_id, created=True)
@@ -151,27 +199,85 @@ class Outbox:
         return [DeadLetter(e, e.last_error or "unknown") for e in entries]
 
     def is_pending(self, delivery_id: str) -> bool:
-        """Whether a delivery with this id is waiting."""
-        with self._dirs() as (pending, _dead, _tmp):
-            return _exists(pending, parse_delivery_id(delivery_id) + SUFFIX)
+        """Whether a valid delivery with this id is waiting.
+
+        A corrupt document is not: it is moved to dead-letter (reason `CORRUPT`) on the way.
+
+        Raises:
+            OutboxError: a corrupt document could not be moved aside.
+        """
+        name = parse_delivery_id(delivery_id) + SUFFIX
+        with self._dirs() as (pending, dead, _tmp):
+            return _remains(pending, name, dead)
 
     def dead_reason(self, delivery_id: str) -> str | None:
-        """The reason a delivery was dead-lettered, or None if it was not."""
+        """The reason a delivery was dead-lettered (`CORRUPT` if set aside), or None.
+
+        A dead letter that does not verify is itself set aside as corrupt.
+
+        Raises:
+            OutboxError: a corrupt dead letter could not be moved aside.
+        """
         name = parse_delivery_id(delivery_id) + SUFFIX
         with self._dirs() as (_pending, dead, _tmp):
-            if not _exists(dead, name):
-                return None
-            entry = _load(dead, name)
-        return "unknown" if entry is None else entry.last_error or "unknown"
+            if _exists(dead, name):
+                found = _inspect(dead, name)
+                if isinstance(found, OutboxEntry):
+                    return found.last_error or "unknown"
+                if isinstance(found, _Corrupt):
+                    _set_aside(dead, name, dead, found)
+            corrupt_name = name.removesuffix(SUFFIX) + CORRUPT_SUFFIX
+            return CORRUPT if _exists(dead, corrupt_name) else None
+
+    def check(self, *, repair: bool = False) -> OutboxCheck:
+        """Verify every pending document, and the permissions and owner of the outbox.
+
+        With `repair`, corrupt documents are moved to dead-letter (reason `CORRUPT`), whence
+        reconciliation re-admits their cards. A check creates nothing: an outbox never used
+        is reported empty. Permissions are reported, never changed.
+
+        Raises:
+            OutboxError: the outbox directories are unusable, or a corrupt document could not
+                be moved aside.
+        """
+        problems = _permission_problems(self.state_root)
+        outbox = os.path.join(self.state_root, OUTBOX)
+        for path in (outbox, os.path.join(outbox, PENDING)):
+            info = _lstat(path)
+            if info is None or not stat.S_ISDIR(info.st_mode):
+                return OutboxCheck(permission_problems=problems)  # never used, or reported
+        valid = corrupt = moved = foreign = 0
+        pending, dead = open_outbox_dirs(self.state_root, (PENDING, DEAD_LETTER))
+        try:
+            for name in sorted(os.listdir(pending)):
+                if not _is_document_name(name):
+                    foreign += 1
+                    continue
+                found = _inspect(pending, name)
+                if isinstance(found, OutboxEntry):
+                    valid += 1
+                elif isinstance(found, _Corrupt):
+                    corrupt += 1
+                    if repair and _set_aside(pending, name, dead, found):
+                        moved += 1
+        finally:
+            os.close(pending)
+            os.close(dead)
+        return OutboxCheck(valid, corrupt, moved, foreign, problems)
 
     def stats(self) -> OutboxStats:
-        """Depth, oldest admission, dead letters, invalid documents and temp leftovers."""
+        """Depth, oldest admission, dead letters, invalid documents and temp leftovers.
+
+        Read only: invalid pending documents are counted here, and moved aside elsewhere.
+        """
         with self._dirs() as (pending, dead, tmp):
             entries, invalid = _load_all(pending)
-            dead_count = sum(1 for n in os.listdir(dead) if n.endswith(SUFFIX))
+            dead_names = os.listdir(dead)
             leftovers = len(os.listdir(tmp))
+        dead_count = sum(1 for n in dead_names if n.endswith(SUFFIX))
+        set_aside = sum(1 for n in dead_names if n.endswith(CORRUPT_SUFFIX))
         oldest = min((e.admitted_at for e in entries), default=None)
-        return OutboxStats(len(entries), oldest, dead_count, invalid, leftovers)
+        return OutboxStats(len(entries), oldest, dead_count, invalid, leftovers, set_aside)
 
 
 def open_outbox_dirs(state_root: str, names: Sequence[str]) -> list[int]:
@@ -211,33 +317,134 @@ def _exists(dir_fd: int, name: str) -> bool:
     return True
 
 
-def _load(dir_fd: int, name: str) -> OutboxEntry | None:
+def _inspect(dir_fd: int, name: str) -> OutboxEntry | _Corrupt | None:
+    """The verified document `name`, `_Corrupt` when it does not verify, None when it is gone."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
-    except OSError:
-        return None  # vanished (acknowledged meanwhile) or a symlink planted in the outbox
+    except FileNotFoundError:
+        return None  # acknowledged meanwhile
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.EACCES, errno.EPERM):
+            return _Corrupt(None)  # cannot tell (e.g. EIO, EMFILE): left where it is
+        return _Corrupt(_identity(dir_fd, name))  # a symlink, or a file we may not read
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        entry = decode_entry(read_small(fd, MAX_ENTRY_BYTES))
+        info = os.fstat(fd)
+        identity = (info.st_dev, info.st_ino)
+        if not stat.S_ISREG(info.st_mode):
+            return _Corrupt(identity)
+        entry = decode_entry(read_small(fd, MAX_ENTRY_BYTES, info.st_size))
     except ArtifactError:
-        return None
+        return _Corrupt(identity)
+    except OSError:
+        return _Corrupt(None)
     finally:
         os.close(fd)
-    return entry if entry.delivery_id + SUFFIX == name else None
+    return entry if entry.delivery_id + SUFFIX == name else _Corrupt(identity)
+
+
+def _identity(dir_fd: int, name: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _remains(dir_fd: int, name: str, dead_fd: int) -> bool:
+    """Whether document `name` is still there after a corrupt one is moved to dead-letter."""
+    found = _inspect(dir_fd, name)
+    if isinstance(found, _Corrupt):
+        return not _set_aside(dir_fd, name, dead_fd, found)
+    return found is not None
+
+
+def _set_aside(dir_fd: int, name: str, dead_fd: int, corrupt: _Corrupt) -> bool:
+    """Move a corrupt document, whole and unread, to `dead-letter/<delivery_id>.corrupt`.
+
+    Only the file that was judged is moved: one replaced since (re-admitted) stays.
+
+    Raises:
+        OutboxError: the rename failed.
+    """
+    if corrupt.identity is None or _identity(dir_fd, name) != corrupt.identity:
+        return False
+    target = name.removesuffix(SUFFIX) + CORRUPT_SUFFIX
+    try:
+        os.rename(name, target, src_dir_fd=dir_fd, dst_dir_fd=dead_fd)
+        os.fsync(dead_fd)
+        os.fsync(dir_fd)
+    except FileNotFoundError:
+        return True  # another process moved it first
+    except OSError as exc:
+        raise OutboxError(f"cannot move a corrupt outbox document: {exc.strerror}") from exc
+    return True
 
 
 def _load_all(dir_fd: int) -> tuple[list[OutboxEntry], int]:
     entries: list[OutboxEntry] = []
     invalid = 0
     for name in os.listdir(dir_fd):
-        if not name.endswith(SUFFIX):
+        if not _is_document_name(name):
             invalid += 1
             continue
-        entry = _load(dir_fd, name)
-        if entry is None:
-            invalid += _exists(dir_fd, name)
-        else:
-            entries.append(entry)
+        found = _inspect(dir_fd, name)
+        if isinstance(found, OutboxEntry):
+            entries.append(found)
+        elif found is not None:
+            invalid += 1
     return entries, invalid
+
+
+def _is_document_name(name: str) -> bool:
+    try:
+        parse_delivery_id(name.removesuffix(SUFFIX))
+    except ValueError:
+        return False
+    return name.endswith(SUFFIX)
+
+
+def _permission_problems(state_root: str) -> tuple[str, ...]:
+    """Directories that are not 0700 and files not 0600, or not owned by this user."""
+    try:
+        root = os.stat(state_root)  # the configured root itself may be a symlink
+    except (FileNotFoundError, NotADirectoryError):
+        return ()
+    problems = _finding(".", root, directory=True)
+    for label in (OUTBOX, *(f"{OUTBOX}/{name}" for name in (PENDING, DEAD_LETTER, TMP))):
+        path = os.path.join(state_root, label)
+        info = _lstat(path)
+        if info is None:
+            continue
+        problems += _finding(label, info, directory=True)
+        if not stat.S_ISDIR(info.st_mode):
+            continue
+        try:
+            names = sorted(os.listdir(path))
+        except OSError as exc:
+            problems.append(f"{label}: cannot be listed ({exc.strerror})")
+            continue
+        for name in names:
+            child = _lstat(os.path.join(path, name))
+            if child is not None and stat.S_ISREG(child.st_mode):
+                problems += _finding(f"{label}/{name}", child, directory=False)
+    return tuple(problems)
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _finding(label: str, info: os.stat_result, *, directory: bool) -> list[str]:
+    if stat.S_ISDIR(info.st_mode) != directory:
+        return [f"{label}: not a {'directory' if directory else 'regular file'}"]
+    found: list[str] = []
+    mode, expected = stat.S_IMODE(info.st_mode), DIR_MODE if directory else FILE_MODE
+    if mode != expected:
+        found.append(f"{label}: mode {mode:04o}, expected {expected:04o}")
+    if info.st_uid != os.geteuid():
+        found.append(f"{label}: owned by uid {info.st_uid}, expected {os.geteuid()}")
+    return found

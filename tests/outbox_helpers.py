@@ -2,19 +2,44 @@
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime
 
-from indexer import OutboundMessage, OutboxEntry, SessionTarget, message_fingerprint
+from cards import conversation_delivery_id
+from indexer import (
+    ConversationRef,
+    OutboundMessage,
+    OutboxEntry,
+    SessionTarget,
+    message_fingerprint,
+)
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 def make_entry(n: int, session: str = "sess-a", seq: int | None = None, parts: int = 1):
-    delivery = hashlib.sha256(f"delivery-{session}-{n}".encode()).hexdigest()
+    """A conversation delivery whose id is the one its content gives (spec §12.2)."""
+    contents = [f"message {n}.{i} for {session}" for i in range(parts)]
+    ref = ConversationRef(
+        workspace_id="ws",
+        user_peer_id="artmem-user",
+        project_id="proj",
+        dsh_session_id=f"dsh-{session}",
+        turn=n,
+        event_seqs=[n],
+        roles=["assistant"] * parts,
+    )
+    delivery = conversation_delivery_id(
+        workspace_id=ref.workspace_id,
+        user_peer_id=ref.user_peer_id,
+        honcho_session_id=session,
+        project_id=ref.project_id,
+        dsh_session_id=ref.dsh_session_id,
+        turn=ref.turn,
+        event_seqs=ref.event_seqs,
+        messages=[(role, content) for role, content in zip(ref.roles, contents, strict=True)],
+    )
     messages = []
-    for i in range(parts):
-        content = f"message {n}.{i} for {session}"
+    for i, content in enumerate(contents):
         metadata = {"delivery_id": delivery, "source": "artmem", "part": i}
         fp = message_fingerprint("artmem-assistant", content, metadata)
         if parts > 1:
@@ -29,6 +54,7 @@ def make_entry(n: int, session: str = "sess-a", seq: int | None = None, parts: i
         delivery_id=delivery,
         target=SessionTarget(session_id=session, kind="conversation"),
         messages=messages,
+        conversation=ref,
         seq=n if seq is None else seq,
         admitted_at=T0,
     )

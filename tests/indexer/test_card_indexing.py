@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from conftest import make_metadata
 from honcho_helpers import KEY, settings
 from outbox_helpers import T0
 
-from cards import IndexState, OutboxError
+from cards import IndexState, OutboxError, project_card
 from indexer import (
     CardIndexer,
-    CircuitBreaker,
     DeliveryWorker,
     HonchoMemoryService,
     Outbox,
     Ownership,
     RetryPolicy,
 )
+from indexer._policy import CircuitBreaker
 
 HOSTILE_PATH = "/home/alice/secret/result.parquet"
 
@@ -148,10 +149,9 @@ def test_reconcile_requeues_lost_and_exhausted_deliveries_without_duplicates(ws,
         exhausted.experiment_id,
         exhausted.index.model_copy(update={"state": IndexState.FAILED}),
     )
-    from outbox_helpers import make_entry
-
-    dead = make_entry(1).changed(delivery_id=entry_id)
-    outbox.dead_letter(dead, "indexer.retries_exhausted")
+    remote = project_card(exhausted)
+    assert remote.delivery_id == entry_id  # a dead letter is a real document of that delivery
+    outbox.dead_letter(indexer.entry_for(remote, exhausted), "indexer.retries_exhausted")
     report = indexer.reconcile(batch=10)
     assert report.admitted == 2
     assert all(e.maybe_sent for e in outbox.pending())
@@ -173,3 +173,71 @@ def test_reconcile_is_bounded_per_batch(ws, setup):
 
 def test_metadata_helper_is_valid():
     assert make_metadata().title
+
+
+def _edit_content(raw: bytes) -> bytes:
+    doc = json.loads(raw)
+    doc["messages"][0]["content"] += " (edited by hand)"
+    return json.dumps(doc).encode()
+
+
+DAMAGE = {
+    "garbage": lambda raw: b"\x00\x9c not an outbox document",
+    "empty": lambda raw: b"",
+    "truncated": lambda raw: raw[: len(raw) // 3],
+    "edited": _edit_content,
+}
+
+
+@pytest.mark.parametrize("repair_first", [False, True], ids=["reconcile", "check-then-reconcile"])
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_queued_card_whose_document_is_corrupt_is_admitted_afresh(
+    ws, fake, setup, damage, repair_first
+):
+    store, outbox, indexer = setup
+    card = _record(ws, store, "a.bin", b"rows").card
+    indexer.admit(card, maybe_sent=False)
+    (entry,) = outbox.pending()
+    path = Path(outbox.state_root, "outbox", "pending", entry.delivery_id + ".json")
+    damaged = DAMAGE[damage](path.read_bytes())
+    path.write_bytes(damaged)
+    assert outbox.pending() == []  # nothing would ever deliver it: the card would stay queued
+    assert store.load_card(card.experiment_id).index.state is IndexState.QUEUED
+    if repair_first:  # the operator's check moves it aside; reconciliation re-admits
+        assert outbox.check(repair=True).moved == 1
+    report = indexer.reconcile(batch=10)
+    assert (report.admitted, report.already_queued, report.skipped) == (1, 0, 0)
+    (fresh,) = outbox.pending()
+    assert fresh.delivery_id == entry.delivery_id and fresh.maybe_sent  # checks before sending
+    corrupt = Path(outbox.state_root, "outbox", "dead-letter", entry.delivery_id + ".corrupt")
+    assert corrupt.read_bytes() == damaged  # kept for the operator, never parsed
+    assert store.load_card(card.experiment_id).index.state is IndexState.QUEUED
+    _worker(outbox, indexer, fake, [T0]).drain(60)
+    assert store.load_card(card.experiment_id).index.state is IndexState.INDEXED
+    assert len(fake.messages("ws")) == 1
+    assert indexer.reconcile(batch=10).examined == 0
+
+
+def test_a_queued_card_whose_document_is_missing_is_admitted_afresh(ws, fake, setup):
+    store, outbox, indexer = setup
+    card = _record(ws, store, "a.bin", b"rows").card
+    indexer.admit(card, maybe_sent=False)
+    (entry,) = outbox.pending()
+    Path(outbox.state_root, "outbox", "pending", entry.delivery_id + ".json").unlink()
+    report = indexer.reconcile(batch=10)
+    assert report.admitted == 1 and [e.delivery_id for e in outbox.pending()] == [entry.delivery_id]
+    _worker(outbox, indexer, fake, [T0]).drain(60)
+    assert store.load_card(card.experiment_id).index.state is IndexState.INDEXED
+
+
+def test_a_card_entry_is_bound_to_its_card(ws, setup):
+    store, outbox, indexer = setup
+    first = _record(ws, store, "a.bin", b"a").card
+    second = _record(ws, store, "b.bin", b"b").card
+    entry = indexer.entry_for(project_card(first), first)
+    with pytest.raises(ValueError):
+        entry.changed(card=entry.card.model_copy(update={"experiment_id": second.experiment_id}))
+    with pytest.raises(ValueError):
+        entry.changed(target={"session_id": "artmem-cards-elsewhere", "kind": "cards"})
+    with pytest.raises(ValueError):
+        entry.changed(messages=[*entry.messages, *entry.messages])

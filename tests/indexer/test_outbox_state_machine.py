@@ -18,13 +18,13 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from outbox_helpers import T0, make_entry
 
 from indexer import (
-    CircuitBreaker,
     DeliveryWorker,
     HonchoMemoryService,
     Outbox,
     Ownership,
     RetryPolicy,
 )
+from indexer._policy import CircuitBreaker
 from indexer.testing import FakeHoncho
 
 SESSIONS = ("sess-a", "sess-b")

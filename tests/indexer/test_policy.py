@@ -10,7 +10,8 @@ from outbox_helpers import T0
 
 from cards import RemoteRejected, RemoteUnauthorized, RemoteUnavailable
 from cards.errors import CircuitOpen
-from indexer import CircuitBreaker, CircuitState, RetryPolicy
+from indexer import RetryPolicy
+from indexer._policy import CircuitBreaker, CircuitState
 
 
 @given(st.integers(min_value=1, max_value=10_000), st.floats(min_value=0, max_value=0.999))

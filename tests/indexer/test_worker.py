@@ -13,7 +13,6 @@ from outbox_helpers import T0, make_entry
 
 from cards import NotOwner
 from indexer import (
-    CircuitBreaker,
     DeliveryWorker,
     HonchoMemoryService,
     Outbox,
@@ -21,6 +20,7 @@ from indexer import (
     RetryPolicy,
     read_status,
 )
+from indexer._policy import CircuitBreaker
 
 
 class Clock:
