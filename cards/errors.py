@@ -35,7 +35,8 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     ├── LimitExceeded (ValueError)               cas.limit_exceeded
     │   ├── ArtifactTooLarge                     cas.artifact_too_large
     │   ├── QuotaExceeded                        cas.quota_exceeded
-    │   └── TableTooLarge                        slice.table_too_large
+    │   ├── TableTooLarge                        slice.table_too_large
+    │   └── SliceTimeout                         slice.timeout
     ├── TableUnreadable (ValueError)             slice.table_unreadable
     ├── ExperimentNotFound (LookupError)         cas.experiment_not_found
     ├── ObjectMissing (FileNotFoundError)        cas.object_missing
@@ -113,6 +114,7 @@ class ErrorCode(enum.StrEnum):
     RETRIES_EXHAUSTED = "indexer.retries_exhausted"
     HONCHO_DISABLED = "indexer.disabled"
     OUTBOX_CORRUPT = "indexer.outbox_corrupt"
+    SLICE_TIMEOUT = "slice.timeout"
 
 
 class ArtifactError(Exception):
@@ -442,3 +444,9 @@ class HonchoDisabled(ArtifactError, RuntimeError):
     """The operation needs Honcho indexing, which the configuration leaves off."""
 
     code = ErrorCode.HONCHO_DISABLED
+
+
+class SliceTimeout(LimitExceeded):
+    """A slice or table description did not finish within its wall-clock budget (seconds)."""
+
+    code = ErrorCode.SLICE_TIMEOUT

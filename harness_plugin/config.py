@@ -153,6 +153,8 @@ class SliceConfig(BaseModel):
     max_footer_bytes: int | None = None
     max_read_bytes: int | None = None
     max_filter_chars: int | None = None
+    max_memory_bytes: int | None = None
+    max_seconds: int | None = None
 
     def resolve(self) -> SliceLimits:
         """The effective slice limits.

@@ -9,7 +9,9 @@ projected columns and filtered rows within hard bounds, `describe` reads only th
 
 Rooms: `_expr` (the filter language, pure) and `_expr_check` (typing it against a schema),
 `_reader` (chunk-verified file reads), `_tables` (bounded Parquet and Arrow readers),
-`_isolated` (footer parsing in a child process), `_table_info`, `_limits`, `_slice`.
+`_pages` and `_ipc_layout` (declared decoded sizes, checked before pyarrow decompresses),
+`_isolated` (all table parsing and decoding in a child within memory and time bounds),
+`_collect` (the kept rows, streamed back from the child), `_table_info`, `_limits`, `_slice`.
 
 Names load lazily (PEP 562): configuration and the store use `SliceLimits` and `SliceSource`
 without loading pyarrow.

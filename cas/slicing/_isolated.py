@@ -1,34 +1,82 @@
-"""Run a Parquet metadata computation in a forked child, so a crash there cannot take us down.
+"""Run table work in a forked child with hard bounds, so no table can take the caller down.
 
-pyarrow 26 binds some Parquet metadata accessors without C++ exception translation
-(`RowGroupMetaData.column`, column statistics, and the statistics pruning inside
-`ParquetFileFragment.subset`): on a malformed footer they throw through Cython and the whole
-process aborts in `std::terminate`. Parsing the footer and reading pages translate their errors
-properly. So whatever touches per-column-chunk metadata runs in a fork: the child inherits the
-parsed objects, computes a small JSON answer and exits; if it dies, hangs or answers nonsense,
-the table is unreadable. A fork of a process with pyarrow loaded costs a few milliseconds.
+Everything that parses or decodes a recorded table runs here, for three reasons:
+
+- pyarrow 26 binds some Parquet metadata accessors without C++ exception translation
+  (`RowGroupMetaData.column`, column statistics, the statistics pruning inside
+  `ParquetFileFragment.subset`): on a malformed footer they throw through Cython and the
+  process aborts in `std::terminate`; some corrupt IPC buffers crash compute kernels.
+- A 50 KB table can declare gigabytes. The child limits its address space (`RLIMIT_AS`) to what
+  it inherited plus a bound, so a decode that slips past the declared-size checks fails to
+  allocate instead of growing; a child that dies of it is `TableTooLarge`. A wall-clock
+  budget kills a child that runs too long.
+- pyarrow's I/O threads call back into the Python file object they read (`pa.PythonFile` over
+  the verified reader). If the interpreter finalizes while one of them needs the GIL (a read in
+  flight, or the last reference to the file dropped on an I/O thread), CPython ends that thread
+  with `pthread_exit`, whose unwinding through pyarrow's `noexcept` frames calls
+  `std::terminate`: "terminate called without an active exception", SIGABRT, and the CLI's
+  buffered JSON lost. A child never finalizes (it leaves with `os._exit`), and the caller
+  never runs a pyarrow reader over a Python file.
+
+The child inherits the parsed request and the open reader, and answers through a pipe: an
+optional binary payload, then a JSON envelope, then the envelope's length as 8 bytes. What it
+read is added to the caller's `reader.stats`. A fork of a process with pyarrow loaded costs a
+few milliseconds; the caller's memory is shared copy-on-write, not copied.
 """
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
+import fcntl
+import math
 import os
+import resource
 import select
 import signal
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import NoReturn
 
 import orjson
 
-from cards.errors import IntegrityError, StoreIOError, TableTooLarge, TableUnreadable
+from cards.errors import (
+    IntegrityError,
+    SliceTimeout,
+    StoreIOError,
+    TableTooLarge,
+    TableUnreadable,
+)
 from cas import _fs
 from cas.slicing._reader import ReadStats, VerifiedReader
 
 TIMEOUT_SECONDS = 60.0
 MAX_ANSWER_BYTES = 64 << 20
-_READ_BYTES = 1 << 16
+MAX_STDERR_BYTES = 1 << 14
+_READ_BYTES = 1 << 20
+_LENGTH_BYTES = 8
+# What a child that ran out of memory leaves on its stderr: pyarrow's `std::bad_alloc` abort,
+# or Python's own fatal MemoryError.
+_MEMORY_HINTS = (b"bad_alloc", b"MemoryError", b"Cannot allocate memory", b"out of memory")
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """What a child may spend: seconds, added address space (None: unbounded), answer bytes."""
+
+    seconds: float = TIMEOUT_SECONDS
+    memory_bytes: int | None = None
+    answer_bytes: int = MAX_ANSWER_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What work in a child returns: a JSON-ready value, and bytes that cross as they are."""
+
+    value: object
+    payload: bytes | memoryview = b""
 
 
 def isolated(
@@ -44,97 +92,253 @@ def isolated(
         IntegrityError: a chunk the child read differs from its manifest.
         StoreIOError: the child could not be started, or could not read the object.
     """
-    read_fd, write_fd = os.pipe()
+    try:
+        return bounded(lambda: Answer(work()), reader, Bounds(seconds=timeout)).value
+    except SliceTimeout as exc:
+        raise TableUnreadable("reading the table's metadata did not finish in time") from exc
+
+
+def bounded(work: Callable[[], Answer], reader: VerifiedReader, bounds: Bounds) -> Answer:
+    """Compute `work()`, which reads through `reader`, in a forked child within `bounds`.
+
+    Raises:
+        SliceTimeout: the child ran past `bounds.seconds` and was killed.
+        TableTooLarge: the child found a bound exceeded, or ran out of its memory bound.
+        TableUnreadable: the child crashed, answered too much or nonsense, or failed.
+        IntegrityError: a chunk the child read differs from its manifest.
+        StoreIOError: the child could not be started, or could not read the object.
+    """
+    answer_fd, answer_end = os.pipe()
+    errors_fd, errors_end = os.pipe()
+    with contextlib.suppress(AttributeError, OSError):  # Linux: fewer, larger pipe transfers
+        fcntl.fcntl(answer_end, fcntl.F_SETPIPE_SZ, _READ_BYTES)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
             pid = os.fork()
     except OSError as exc:
-        os.close(read_fd)
-        os.close(write_fd)
-        raise StoreIOError(f"cannot start the metadata check: {exc.strerror}") from exc
+        for fd in (answer_fd, answer_end, errors_fd, errors_end):
+            os.close(fd)
+        raise StoreIOError(f"cannot start the table reader: {exc.strerror}") from exc
     if pid == 0:
-        os.close(read_fd)
-        _child(work, write_fd, reader)
-    os.close(write_fd)
+        os.close(answer_fd)
+        os.close(errors_fd)
+        _child(work, answer_end, errors_end, reader, bounds)
+    os.close(answer_end)
+    os.close(errors_end)
+    pipes = _Pipes(answer_fd, errors_fd, bounds.answer_bytes)
     try:
-        raw = _answer(read_fd, time.monotonic() + timeout)
-    except BaseException:
+        status = _wait(pid, pipes, time.monotonic() + bounds.seconds)
+    except BaseException as exc:
         os.kill(pid, signal.SIGKILL)
-        _reap(pid)
+        os.waitpid(pid, 0)
+        if isinstance(exc, _Expired):
+            raise SliceTimeout(
+                f"reading the table did not finish within {bounds.seconds:g} s",
+                limit=math.ceil(bounds.seconds),
+            ) from None
         raise
     finally:
-        os.close(read_fd)
-    return _decode(raw, _reap(pid), reader.stats)
+        pipes.close()
+    return _decode(pipes, status, reader.stats, bounds)
 
 
-def _child(work: Callable[[], object], write_fd: int, reader: VerifiedReader) -> NoReturn:
+def _child(
+    work: Callable[[], Answer],
+    answer_fd: int,
+    errors_fd: int,
+    reader: VerifiedReader,
+    bounds: Bounds,
+) -> NoReturn:
     code = 1
     try:
         # A crash here is an expected answer: keep pyarrow's abort message and any inherited
-        # fault handler's traceback off the caller's terminal.
+        # fault handler's traceback off the caller's terminal (the caller reads them).
         faulthandler.disable()
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
+        os.dup2(errors_fd, 2)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(math.ceil(bounds.seconds) + 1)  # ends the child if the caller vanished
+        _limit_address_space(bounds.memory_bytes)
         before = (reader.stats.bytes_read, reader.stats.chunks_verified)
+        payload: bytes | memoryview = b""
         try:
             answer = work()
-            payload = orjson.dumps({"ok": answer, "read": _read_since(reader.stats, before)})
+            envelope = orjson.dumps({"ok": answer.value, "read": _read_since(reader.stats, before)})
+            payload = answer.payload
         except Exception as exc:  # everything crosses to the parent as data
-            error = _error_fields(reader.failure or exc)
-            payload = orjson.dumps({"error": error, "read": _read_since(reader.stats, before)})
-        _fs.write_all(write_fd, payload)
+            error = _error_fields(reader.failure or exc, bounds)
+            envelope = orjson.dumps({"error": error, "read": _read_since(reader.stats, before)})
+        _fs.write_all(answer_fd, payload)
+        _fs.write_all(answer_fd, envelope)
+        _fs.write_all(answer_fd, len(envelope).to_bytes(_LENGTH_BYTES, "little"))
         code = 0
+    except MemoryError:  # even the error did not fit: say so where the caller looks
+        with contextlib.suppress(OSError):
+            os.write(2, b"MemoryError\n")
     finally:
         os._exit(code)
+
+
+def _limit_address_space(extra: int | None) -> None:
+    """Let this process map at most `extra` bytes more than it has mapped now (Linux)."""
+    if extra is None:
+        return
+    try:
+        with open("/proc/self/status", "rb") as status:
+            line = next(line for line in status if line.startswith(b"VmSize:"))
+    except (OSError, StopIteration):
+        return  # no procfs: the declared-size checks and the clock still bound the child
+    current = int(line.split()[1]) * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = current + extra if hard == resource.RLIM_INFINITY else min(hard, current + extra)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _read_since(stats: ReadStats, before: tuple[int, int]) -> list[int]:
     return [stats.bytes_read - before[0], stats.chunks_verified - before[1]]
 
 
-def _error_fields(exc: Exception) -> dict[str, object]:
-    kinds = {IntegrityError: "integrity", StoreIOError: "io", TableTooLarge: "too_large"}
+def _error_fields(exc: Exception, bounds: Bounds) -> dict[str, object]:
+    if isinstance(exc, MemoryError):  # pyarrow's ArrowMemoryError too: the address-space limit
+        limit = bounds.memory_bytes or 0
+        message = f"decoding the table needs more than the {limit}-byte memory bound"
+        return {"kind": "too_large", "message": message, "limit": limit}
+    kinds = {
+        IntegrityError: "integrity",
+        StoreIOError: "io",
+        TableTooLarge: "too_large",
+        TableUnreadable: "unreadable_table",
+    }
     kind = next((name for cls, name in kinds.items() if isinstance(exc, cls)), "unreadable")
     message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
     return {"kind": kind, "message": str(message)[:500], "limit": getattr(exc, "limit", 0)}
 
 
-def _answer(read_fd: int, deadline: float) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        remaining = deadline - time.monotonic()
-        ready, _, _ = select.select([read_fd], [], [], max(0.0, remaining))
-        if not ready:
-            raise TableUnreadable("reading the table's metadata did not finish in time")
-        part = os.read(read_fd, _READ_BYTES)
-        if not part:
-            return b"".join(parts)
-        total += len(part)
-        if total > MAX_ANSWER_BYTES:
-            raise TableUnreadable("the table's metadata is too large to describe")
-        parts.append(part)
+class _Expired(Exception):
+    """The child's time ran out."""
 
 
-def _reap(pid: int) -> int:
-    _, status = os.waitpid(pid, 0)
-    return status
+class _Pipes:
+    """The child's answer and its stderr, read as they come; the answer is bounded."""
+
+    def __init__(self, answer_fd: int, errors_fd: int, bound: int) -> None:
+        self.open = [answer_fd, errors_fd]
+        self.answer_fd = answer_fd
+        self.answer = bytearray()
+        self.errors = bytearray()
+        self._fds = (answer_fd, errors_fd)
+        self._bound = bound + _LENGTH_BYTES + (1 << 20)  # the payload, and its envelope
+        for fd in self._fds:
+            os.set_blocking(fd, False)
+
+    def read(self, fd: int) -> None:
+        """Read what `fd` has now; at its end, stop watching it.
+
+        Raises:
+            TableUnreadable: the answer outgrew its bound.
+        """
+        while True:
+            try:
+                part = os.read(fd, _READ_BYTES)
+            except BlockingIOError:
+                return
+            if not part:
+                self.open.remove(fd)
+                return
+            if fd == self.answer_fd:
+                self.answer += part
+                if len(self.answer) > self._bound:
+                    raise TableUnreadable("the table's reader answered more than it may")
+            elif len(self.errors) < MAX_STDERR_BYTES:
+                self.errors += part[: MAX_STDERR_BYTES - len(self.errors)]
+
+    def drain(self) -> None:
+        """Read whatever is left (another process may hold a copy of a write end)."""
+        for fd in list(self.open):
+            self.read(fd)
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
 
 
-def _decode(raw: bytes, status: int, stats: ReadStats) -> object:
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or not raw:
-        raise TableUnreadable("the table's metadata is malformed (its reader crashed)")
+def _wait(pid: int, pipes: _Pipes, deadline: float) -> int:
+    """Read the child's pipes until it exits; return its wait status.
+
+    A pidfd says when the child exits, even if a process it shares descriptors with (a
+    concurrent slice's child) keeps a pipe open. Without one, the ends of both pipes do.
+
+    Raises:
+        _Expired: the deadline passed first (the caller kills the child).
+        TableUnreadable: the answer outgrew its bound.
+    """
+    with _pidfd(pid) as exited:
+        while True:
+            watched = pipes.open + ([exited] if exited is not None else [])
+            if not watched:
+                return os.waitpid(pid, 0)[1]
+            ready = _ready(watched, deadline - time.monotonic())
+            if not ready:
+                raise _Expired
+            if exited is not None and exited in ready:
+                pipes.drain()
+                return os.waitpid(pid, 0)[1]
+            for fd in ready:
+                pipes.read(fd)
+
+
+def _ready(fds: list[int], seconds: float) -> list[int]:
+    """Which of `fds` are readable or closed within `seconds` (poll: no FD_SETSIZE ceiling)."""
+    if seconds <= 0:
+        return []
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return [fd for fd, _ in poller.poll(math.ceil(seconds * 1000))]
+
+
+@contextlib.contextmanager
+def _pidfd(pid: int) -> Iterator[int | None]:
     try:
-        envelope = orjson.loads(raw)
+        fd: int | None = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux 5.3+: the pipes' ends will do
+        fd = None
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _decode(pipes: _Pipes, status: int, stats: ReadStats, bounds: Bounds) -> Answer:
+    raw = memoryview(pipes.answer)
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or len(raw) < _LENGTH_BYTES:
+        _raise_death(status, bytes(pipes.errors), bounds)
+    try:
+        length = int.from_bytes(raw[-_LENGTH_BYTES:], "little")
+        if length > len(raw) - _LENGTH_BYTES:
+            raise ValueError("the envelope is longer than the answer")
+        envelope = orjson.loads(raw[len(raw) - _LENGTH_BYTES - length : -_LENGTH_BYTES])
         read_bytes, read_chunks = envelope["read"]
         stats.bytes_read += int(read_bytes)
         stats.chunks_verified += int(read_chunks)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise TableUnreadable("the table's metadata check answered nonsense") from exc
+        raise TableUnreadable("the table's reader answered nonsense") from exc
     if "error" in envelope:
         _raise(envelope["error"])
-    return envelope["ok"]
+    return Answer(envelope.get("ok"), raw[: len(raw) - _LENGTH_BYTES - length])
+
+
+def _raise_death(status: int, errors: bytes, bounds: Bounds) -> NoReturn:
+    """Why a child died without answering: out of memory, or a crash."""
+    killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL  # the OOM killer
+    if killed or any(hint in errors for hint in _MEMORY_HINTS):
+        limit = bounds.memory_bytes or 0
+        raise TableTooLarge(
+            f"decoding the table needs more than the {limit}-byte memory bound", limit=limit
+        )
+    raise TableUnreadable("the table is malformed (its reader crashed)")
 
 
 def _raise(error: dict[str, object]) -> NoReturn:
@@ -146,4 +350,6 @@ def _raise(error: dict[str, object]) -> NoReturn:
     if kind == "too_large":
         limit = error.get("limit")
         raise TableTooLarge(message, limit=limit if isinstance(limit, int) else 0)
-    raise TableUnreadable(f"the table's metadata is malformed: {message}")
+    if kind == "unreadable_table":
+        raise TableUnreadable(message)
+    raise TableUnreadable(f"the table cannot be read: {message}")

@@ -13,7 +13,7 @@ import hashlib
 import os
 import stat
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import xxhash
@@ -121,7 +121,9 @@ class VerifiedReader:
     """A read-only, seekable binary file over an open object, serving only checked chunks.
 
     Implements what `pyarrow.PythonFile` calls: `read_buffer` hands pyarrow a zero-copy view
-    when a read lies within one chunk. The reader owns `fd` and closes it.
+    when a read lies within one chunk. The reader owns `fd` and closes it. A `watch` sees
+    each span `[start, end)` before its bytes are served, and may refuse it by raising
+    (`_pages` checks Parquet page headers this way, before pyarrow decompresses a page).
     """
 
     def __init__(
@@ -136,6 +138,7 @@ class VerifiedReader:
         self.stats = ReadStats()
         self.failure: ArtifactError | None = None
         self.closed = False
+        self.watch: Callable[[int, int], None] | None = None
 
     @property
     def size(self) -> int:
@@ -195,12 +198,31 @@ class VerifiedReader:
                     limit=self._max_read,
                 )
             view = self._span(start, end)
+            if self.watch is not None and end > start:
+                self.watch(start, end)
         except ArtifactError as exc:
             # pyarrow may wrap what we raise in its own error; the caller re-raises this one.
             self.failure = self.failure or exc
             raise
         self._pos = max(self._pos, end)
         return view
+
+    def peek(self, offset: int, size: int) -> memoryview:
+        """Up to `size` checked bytes at `offset`; the position and the watch are left alone.
+
+        Raises:
+            IntegrityError: a chunk differs from its manifest digest, or the file shrank.
+            TableTooLarge: the read asks for more than the configured bound.
+            StoreIOError: the object could not be read.
+        """
+        start = min(max(0, offset), self.size)
+        end = min(self.size, start + max(0, size))
+        if end - start > self._max_read:
+            raise TableTooLarge(
+                f"a single read of {end - start} bytes exceeds the {self._max_read}-byte bound",
+                limit=self._max_read,
+            )
+        return self._span(start, end)
 
     def _span(self, start: int, end: int) -> memoryview:
         if end <= start:

@@ -8,13 +8,21 @@ although nothing follows, because finding that out could mean reading the rest o
 
 Every byte a slice reads is proven against the chunk manifest its card binds (`_reader`),
 so a 1% slice hashes about 1% of the object; resolve, which hands out a path, keeps full SHA-256.
+
+The caller checks the request and the manifest; everything that parses or decodes the table
+runs in a bounded child (`_isolated`): within `max_memory_bytes` of added address space and
+`max_seconds` of wall clock, its crash or exhaustion a typed error. The kept rows cross back as
+an Arrow IPC stream (`_collect`). A request the schema rejects (an unknown column, a filter of
+the wrong type) is checked again here against the schema the child sends, so its error is
+raised with all its facts.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field, replace
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -22,11 +30,14 @@ from cards.errors import (
     ArtifactError,
     InvalidInput,
     LimitExceeded,
+    TableTooLarge,
     TableUnreadable,
     UnknownColumn,
 )
+from cas.slicing._collect import BYTE_BUDGET, ROW_LIMIT, collect, read_schema, read_stream
 from cas.slicing._expr import Node, filter_columns, parse_filter
 from cas.slicing._expr_check import compile_filter
+from cas.slicing._isolated import MAX_ANSWER_BYTES, Answer, Bounds, bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._reader import (
     ReadStats,
@@ -35,11 +46,9 @@ from cas.slicing._reader import (
     load_manifest,
     verified_object,
 )
-from cas.slicing._table_info import TableInfo, table_info
-from cas.slicing._tables import Scan, TableFile, check_media_type, open_table
+from cas.slicing._table_info import TableInfo, info_as_answer, info_from_answer, table_info
+from cas.slicing._tables import Scan, check_media_type, open_table, prepare_child
 
-ROW_LIMIT = "row_limit"
-BYTE_BUDGET = "byte_budget"
 _MAX_OFFSET = 2**63 - 1
 
 
@@ -78,7 +87,8 @@ def read_slice(
         InvalidInput: the request is malformed (`FilterSyntaxError`, `FilterTypeError` and
             `UnknownColumn` say what and where; `UnsupportedMediaType` names what is supported).
         LimitExceeded: the request asks for more than the limits allow; `TableTooLarge` when
-            the table's footer, width or a single read exceeds them.
+            the table's footer, width, a single read or its decoding exceeds them;
+            `SliceTimeout` when reading takes longer than `max_seconds`.
         TableUnreadable: the bytes are intact but not a readable table.
         ObjectMissing: there is no object at `source.path`.
         IntegrityError: the manifest, the object's size or a chunk read differs from the card.
@@ -94,11 +104,13 @@ def read_slice(
     )
     manifest = load_manifest(source)
     with verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader:
-        with _table_errors(reader):
-            table_file = open_table(media_type, reader, limits.table_bounds)
-            scan = _plan(table_file.schema, request, node, limit)
-            collected = _collect(table_file, scan, request.offset, limit, max_bytes)
-        return _result(collected, reader.stats)
+        work = functools.partial(
+            _slice_in_child, reader, media_type, limits, request, node, limit, max_bytes
+        )
+        answer_bytes = max_bytes + 4 * limits.max_footer_bytes  # the rows, and their metadata
+        answer = bounded(work, reader, _bounds(limits, answer_bytes))
+        stats = reader.stats
+    return _result(answer, stats, request, node, limit)
 
 
 def describe(source: SliceSource, *, limits: SliceLimits | None = None) -> TableInfo:
@@ -106,7 +118,8 @@ def describe(source: SliceSource, *, limits: SliceLimits | None = None) -> Table
 
     Raises:
         UnsupportedMediaType: the card's media type is not a supported table format.
-        TableTooLarge: the footer or the column count exceeds the limits.
+        TableTooLarge: the footer, the column count or its parsing exceeds the limits.
+        SliceTimeout: reading the footer takes longer than `max_seconds`.
         TableUnreadable: the bytes are intact but not a readable table.
         ObjectMissing: there is no object at `source.path`.
         IntegrityError: the manifest, the object's size or a chunk read differs from the card.
@@ -116,10 +129,75 @@ def describe(source: SliceSource, *, limits: SliceLimits | None = None) -> Table
     media_type = check_media_type(source.media_type)
     manifest = load_manifest(source)
     with verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader:
-        with _table_errors(reader):
-            info = table_info(open_table(media_type, reader, limits.table_bounds))
+        work = functools.partial(_describe_in_child, reader, media_type, limits)
+        info = info_from_answer(bounded(work, reader, _bounds(limits, MAX_ANSWER_BYTES)).value)
         stats = reader.stats
     return replace(info, bytes_read=stats.bytes_read, chunks_verified=stats.chunks_verified)
+
+
+def _bounds(limits: SliceLimits, answer_bytes: int) -> Bounds:
+    return Bounds(
+        seconds=limits.max_seconds,
+        memory_bytes=limits.max_memory_bytes,
+        answer_bytes=answer_bytes,
+    )
+
+
+def _slice_in_child(
+    reader: VerifiedReader,
+    media_type: str,
+    limits: SliceLimits,
+    request: SliceRequest,
+    node: Node | None,
+    limit: int,
+    max_bytes: int,
+) -> Answer:
+    """In the child: open the table, plan and collect; the kept rows are the payload."""
+    prepare_child()
+    with _table_errors(reader, limits):
+        table_file = open_table(media_type, reader, limits.table_bounds)
+        try:
+            scan = _plan(table_file.schema, request, node, limit)
+        except InvalidInput:  # the caller plans again against the schema, and raises there
+            return Answer({"schema_only": True}, table_file.schema.serialize())
+        collected = collect(table_file, scan, request.offset, limit, max_bytes)
+        return Answer({"reason": collected.reason, "batches": collected.seen}, collected.stream())
+
+
+def _describe_in_child(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
+    """In the child: the table's description, as JSON."""
+    prepare_child()
+    with _table_errors(reader, limits):
+        return Answer(
+            info_as_answer(table_info(open_table(media_type, reader, limits.table_bounds)))
+        )
+
+
+def _result(
+    answer: Answer, stats: ReadStats, request: SliceRequest, node: Node | None, limit: int
+) -> SliceResult:
+    """The slice the child answered, or the error its request meets against the schema."""
+    value = answer.value if isinstance(answer.value, dict) else {}
+    if value.get("schema_only") is True:
+        _plan(read_schema(answer.payload), request, node, limit)
+        raise TableUnreadable("the table's reader rejected a request its schema accepts")
+    reason, seen = value.get("reason"), value.get("batches")
+    if reason not in (None, ROW_LIMIT, BYTE_BUDGET) or not isinstance(seen, int):
+        raise TableUnreadable("the table's reader answered nonsense")
+    table = read_stream(answer.payload)
+    if table.num_rows > limit:
+        raise TableUnreadable("the table's reader answered more rows than asked")
+    return SliceResult(
+        table=table,
+        rows=table.num_rows,
+        truncated=reason is not None,
+        truncated_reason=reason,
+        bytes=table.nbytes,
+        columns=table.column_names,
+        bytes_read=stats.bytes_read,
+        chunks_verified=stats.chunks_verified,
+        batches_read=seen,
+    )
 
 
 def _check_request(request: SliceRequest, limits: SliceLimits) -> tuple[int, int]:
@@ -161,94 +239,13 @@ def _plan(schema: pa.Schema, request: SliceRequest, node: Node | None, limit: in
     return Scan(columns, expression, needed, skip, limit)
 
 
-@dataclass(slots=True)
-class _Collected:
-    schema: pa.Schema
-    batches: list[pa.RecordBatch] = field(default_factory=list)
-    rows: int = 0
-    nbytes: int = 0
-    seen: int = 0
-    reason: str | None = None
-
-
-def _collect(table: TableFile, scan: Scan, offset: int, limit: int, max_bytes: int) -> _Collected:
-    out = _Collected(pa.schema([table.schema.field(name) for name in scan.columns]))
-    if limit == 0:
-        out.reason = ROW_LIMIT
-        return out
-    skipped, batches = table.batches(scan)
-    offset -= skipped
-    with contextlib.closing(_generator(batches)) as stream:
-        for batch in stream:
-            out.seen += 1
-            if offset >= batch.num_rows:
-                offset -= batch.num_rows
-                continue
-            _take(out, batch.slice(offset), limit, max_bytes)
-            offset = 0
-            if out.reason is not None:
-                break
-    return out
-
-
-def _take(out: _Collected, batch: pa.RecordBatch, limit: int, max_bytes: int) -> None:
-    """Keep the prefix of `batch` that fits both bounds; note the bound that was reached."""
-    rows = min(batch.num_rows, limit - out.rows)
-    fits = _rows_within(batch, rows, max_bytes - out.nbytes)
-    if fits < rows:
-        out.reason = BYTE_BUDGET
-    elif out.rows + rows == limit:
-        out.reason = ROW_LIMIT
-    if fits:
-        kept = batch.slice(0, fits)
-        out.schema = kept.schema
-        out.batches.append(kept)
-        out.rows += fits
-        out.nbytes += kept.nbytes
-
-
-def _rows_within(batch: pa.RecordBatch, rows: int, budget: int) -> int:
-    """The most leading rows of `batch` (at most `rows`) whose materialised size fits `budget`."""
-    if batch.slice(0, rows).nbytes <= budget:
-        return rows
-    low, high = 0, rows  # the first `low` rows fit; the first `high` do not
-    while high - low > 1:
-        middle = (low + high) // 2
-        if batch.slice(0, middle).nbytes <= budget:
-            low = middle
-        else:
-            high = middle
-    return low
-
-
-def _generator(batches: Iterator[pa.RecordBatch]) -> Generator[pa.RecordBatch, None, None]:
-    """Wrap `batches` so that closing the wrapper closes it (and cancels read-ahead) at once."""
-    try:
-        yield from batches
-    finally:
-        close = getattr(batches, "close", None)
-        if close is not None:
-            close()
-
-
-def _result(collected: _Collected, stats: ReadStats) -> SliceResult:
-    table = pa.Table.from_batches(collected.batches, schema=collected.schema)
-    return SliceResult(
-        table=table,
-        rows=table.num_rows,
-        truncated=collected.reason is not None,
-        truncated_reason=collected.reason,
-        bytes=table.nbytes,
-        columns=table.column_names,
-        bytes_read=stats.bytes_read,
-        chunks_verified=stats.chunks_verified,
-        batches_read=collected.seen,
-    )
-
-
 @contextlib.contextmanager
-def _table_errors(reader: VerifiedReader) -> Iterator[None]:
-    """Translate pyarrow's failures into `TableUnreadable`, or into what our reader raised."""
+def _table_errors(reader: VerifiedReader, limits: SliceLimits) -> Iterator[None]:
+    """Translate pyarrow's failures into `TableUnreadable`, or into what our reader raised.
+
+    Running out of memory (the child's address-space bound) or of what one Arrow array can
+    hold is `TableTooLarge`.
+    """
     try:
         yield
     except ArtifactError:
@@ -256,5 +253,10 @@ def _table_errors(reader: VerifiedReader) -> Iterator[None]:
     except (pa.ArrowException, OSError, MemoryError, UnicodeError) as exc:
         if reader.failure is not None:  # pyarrow wrapped it: an integrity failure stays one
             raise reader.failure from exc
+        if isinstance(exc, MemoryError | pa.ArrowCapacityError):
+            bound = limits.max_memory_bytes
+            raise TableTooLarge(
+                f"decoding the table needs more than the {bound}-byte memory bound", limit=bound
+            ) from exc
         message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise TableUnreadable(f"the table cannot be read: {message}") from exc

@@ -1,10 +1,10 @@
 """What a table's footer says, for `artmem show`: schema, rows, row groups, sizes, statistics.
 
-Nothing here decodes data pages: Parquet's footer holds every figure. Its column-chunk
-metadata is read in a forked child (`_isolated`), because pyarrow aborts the process on some
-malformed footers there. An Arrow IPC footer holds only the schema and the record-batch count;
-its row count would need every batch's header (a read spread over the whole file), so it is
-reported as unknown.
+Nothing here decodes data pages: Parquet's footer holds every figure. It runs in the bounded
+child of `_isolated` (pyarrow aborts the process on some malformed footers' column-chunk
+metadata), and the description crosses back as JSON (`info_from_answer`). An Arrow IPC footer
+holds only the schema and the record-batch count; its row count would need every batch's
+header (a read spread over the whole file), so it is reported as unknown.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cards.errors import TableUnreadable
-from cas.slicing._isolated import isolated
 from cas.slicing._tables import ARROW_FILE, PARQUET, IpcTable, ParquetTable, TableFile
 
 MAX_LISTED_ROW_GROUPS = 1_000
@@ -78,8 +77,7 @@ def table_info(table: TableFile) -> TableInfo:
     """Describe an open table from its footer."""
     fields = tuple(FieldInfo(f.name, str(f.type), f.nullable) for f in table.schema)
     if isinstance(table, ParquetTable):
-        answer = isolated(lambda: asdict(_parquet_info(table, fields)), table.reader)
-        return _from_answer(answer)
+        return _parquet_info(table, fields)
     assert isinstance(table, IpcTable)
     return TableInfo(
         media_type=ARROW_FILE,
@@ -127,8 +125,17 @@ def _parquet_info(table: ParquetTable, fields: tuple[FieldInfo, ...]) -> TableIn
     )
 
 
-def _from_answer(answer: object) -> TableInfo:
-    """Rebuild a `TableInfo` from the JSON a child answered, refusing any other shape."""
+def info_as_answer(info: TableInfo) -> dict[str, object]:
+    """A `TableInfo` as the JSON-ready value a child answers."""
+    return asdict(info)
+
+
+def info_from_answer(answer: object) -> TableInfo:
+    """Rebuild a `TableInfo` from the JSON a child answered, refusing any other shape.
+
+    Raises:
+        TableUnreadable: the answer has another shape.
+    """
     try:
         if not isinstance(answer, dict):
             raise TypeError("not an object")

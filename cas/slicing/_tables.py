@@ -1,17 +1,21 @@
 """The table formats slicing reads: Parquet and Arrow IPC files, through a verified reader.
 
-Both check the file's trailer (magic bytes and footer length) against a bound before pyarrow
-parses any metadata, and cap the number of columns. Parquet row groups are pruned by their
-statistics (`pyarrow.dataset`, in a forked child: see `_isolated`), then the surviving ones
-are read lazily with `ParquetFile.iter_batches`, decoding only needed columns through buffered
-streams: pages, not whole column chunks, are read at a time, so a huge row group stays bounded,
-and nothing is read ahead of the batch being consumed (the dataset scanner reads row groups
-ahead, far past a row limit, and hangs on some corrupt footers).
+Everything here runs in the bounded child of `_isolated`, with pyarrow on one thread per pool
+and the system allocator (`prepare_child`). Both formats check the file's trailer (magic bytes
+and footer length) against a bound before pyarrow parses any metadata, and cap the number of
+columns. Parquet row groups are pruned by their statistics (`pyarrow.dataset`), then the
+surviving ones are read lazily with `ParquetFile.iter_batches`, decoding only needed columns
+through buffered streams: pages, not whole column chunks, are read at a time, so a huge row
+group stays bounded, and nothing is read ahead of the batch being consumed (the dataset scanner
+reads row groups ahead, far past a row limit, and hangs on some corrupt footers). Batches are
+sized from the needed column chunks' declared sizes, and every page header is checked as it is
+read (`_pages`), before pyarrow decompresses the page.
 
 Arrow IPC files are not memory-mapped: a mapped page can change after it was verified, and a
 file truncated under a mapping kills the process with SIGBUS. They are read through the same
 verified reader, which proves each 4 MiB chunk it touches and hands pyarrow zero-copy views of
-the proven bytes; only the record-batch buffers of needed columns are read.
+the proven bytes; only the record-batch buffers of needed columns are read, after their
+declared decoded sizes are checked (`_ipc_layout`).
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from cards.errors import TableTooLarge, TableUnreadable, UnsupportedMediaType
-from cas.slicing._isolated import isolated
+from cas.slicing._ipc_layout import IpcLayout
 from cas.slicing._limits import TableBounds
+from cas.slicing._pages import PageWatch
 from cas.slicing._reader import VerifiedReader
 
 PARQUET = "application/vnd.apache.parquet"
@@ -63,6 +68,18 @@ class TableFile(Protocol):
     def batches(self, scan: Scan) -> tuple[int, Iterator[pa.RecordBatch]]:
         """Rows skipped without reading them, and the filtered, projected batches."""
         ...
+
+
+def prepare_child() -> None:
+    """Set pyarrow up for a bounded child: one thread per pool, and the system allocator.
+
+    Each extra thread maps a stack and an allocator arena that the child's address-space bound
+    would count; the system allocator maps large buffers afresh, where the bound sees them
+    (mimalloc and jemalloc would reuse address space the parent reserved).
+    """
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    pa.set_memory_pool(pa.system_memory_pool())
 
 
 def check_media_type(media_type: str) -> str:
@@ -149,60 +166,63 @@ class ParquetTable:
         self.schema = self._parquet.schema_arrow
 
     def batches(self, scan: Scan) -> tuple[int, Iterator[pa.RecordBatch]]:
-        """Rows skipped by whole row groups, and the scan's batches in file order."""
-        groups, row_bytes = self._plan(scan)
+        """Rows skipped by whole row groups, and the scan's batches in file order.
+
+        Raises:
+            TableTooLarge: as the batches are read, a page declares more than the bound.
+        """
+        groups = self._pruned(scan)
         groups, skipped = _skip(groups, self.metadata, scan.skip_rows)
         if not groups:
             return skipped, iter(())
-        rows = min(MAX_BATCH_ROWS, TARGET_BATCH_BYTES / max(1.0, row_bytes))
+        leaves = _leaf_indices(self.schema, self.metadata.num_columns, scan.needed)
+        row_bytes = max(self._row_bytes(group, leaves) for group in groups)
+        target = min(TARGET_BATCH_BYTES, self._bounds.max_decoded_bytes // 2)
+        rows = min(MAX_BATCH_ROWS, target / row_bytes)
         if scan.expression is None:  # every row read is kept: read no further than needed
             rows = min(rows, max(MIN_BATCH_ROWS, scan.skip_rows - skipped + scan.keep_rows))
+        self.reader.watch = PageWatch(
+            self.reader,
+            (self._chunk_span(group, leaf) for group in groups for leaf in leaves),
+            max_page_bytes=self._bounds.max_decoded_bytes,
+            max_header_bytes=self._bounds.max_footer_bytes,
+        )
         stream = self._parquet.iter_batches(
             batch_size=max(1, int(rows)),
             row_groups=groups,
             columns=[name for name in self.schema.names if name in scan.needed],
-            use_threads=True,
+            use_threads=False,
         )
         return skipped, _filtered(stream, scan)
 
-    def _plan(self, scan: Scan) -> tuple[list[int], float]:
-        """The row groups to read, in file order, and the widest row they hold, in bytes.
-
-        Without a filter nothing is pruned, and rows are measured by row-group totals: the
-        column-chunk metadata that would measure only the needed columns is unsafe to touch here.
-        """
-        count = self.metadata.num_row_groups
+    def _pruned(self, scan: Scan) -> list[int]:
+        """The row groups whose statistics may match the scan's filter, in file order."""
         if scan.expression is None:
-            groups = list(range(count))
-            widths = (self.metadata.row_group(g) for g in groups)
-            return groups, max((m.total_byte_size / max(1, m.num_rows) for m in widths), default=1)
-        answer = isolated(lambda: self._pruned(scan), self.reader)
-        if not isinstance(answer, dict):
-            raise TableUnreadable("the row-group check answered nonsense")
-        chosen, row_bytes = answer.get("groups"), answer.get("row_bytes")
-        if not isinstance(row_bytes, int | float) or not isinstance(chosen, list):
-            raise TableUnreadable("the row-group check answered nonsense")
-        if not all(isinstance(g, int) and 0 <= g < count for g in chosen):
-            raise TableUnreadable("the row-group check answered nonsense")
-        return sorted(set(chosen)), float(row_bytes)
-
-    def _pruned(self, scan: Scan) -> dict[str, object]:
-        """Statistics pruning and row widths: column-chunk metadata, so this runs `isolated`."""
+            return list(range(self.metadata.num_row_groups))
         options = ds.ParquetFragmentScanOptions(
             thrift_string_size_limit=self._bounds.max_footer_bytes,
             arrow_extensions_enabled=False,
         )
         file_format = ds.ParquetFileFormat(default_fragment_scan_options=options)
-        # A fresh PythonFile: the inherited one's lock may have been held by another thread.
         fragment = file_format.make_fragment(pa.PythonFile(self.reader, mode="r"))
-        groups = [group.id for group in fragment.subset(filter=scan.expression).row_groups]
-        leaves = _leaf_indices(self.schema, self.metadata.num_columns, scan.needed)
-        widest = 1.0
-        for group in groups:
-            meta = self.metadata.row_group(group)
-            size = sum(meta.column(j).total_uncompressed_size for j in leaves)
-            widest = max(widest, size / max(1, meta.num_rows))
-        return {"groups": groups, "row_bytes": widest}
+        chosen = {group.id for group in fragment.subset(filter=scan.expression).row_groups}
+        return sorted(g for g in chosen if 0 <= g < self.metadata.num_row_groups)
+
+    def _row_bytes(self, group: int, leaves: list[int]) -> float:
+        """The declared decoded bytes per row of the needed columns of one row group."""
+        meta = self.metadata.row_group(group)
+        size: int = sum(max(0, meta.column(j).total_uncompressed_size) for j in leaves)
+        rows: int = max(1, meta.num_rows)
+        return max(1.0, size / rows)
+
+    def _chunk_span(self, group: int, leaf: int) -> tuple[int, int]:
+        """Where a column chunk's pages lie, as pyarrow finds them (its dictionary page first)."""
+        column = self.metadata.row_group(group).column(leaf)
+        start = column.data_page_offset
+        dictionary = column.dictionary_page_offset if column.has_dictionary_page else None
+        if dictionary is not None and 0 < dictionary < start:
+            start = dictionary
+        return start, start + max(0, column.total_compressed_size)
 
 
 def _leaf_indices(schema: pa.Schema, num_leaves: int, names: frozenset[str]) -> list[int]:
@@ -236,23 +256,45 @@ class IpcTable:
     """An Arrow IPC file, read batch by batch with only the needed columns' buffers."""
 
     def __init__(self, reader: VerifiedReader, bounds: TableBounds) -> None:
+        self.reader = reader
+        self._bounds = bounds
         self._file = pa.PythonFile(reader, mode="r")
-        opened = ipc.open_file(self._file)
+        opened = ipc.open_file(self._file, options=ipc.IpcReadOptions(use_threads=False))
         self.schema = opened.schema
         self.num_batches: int = opened.num_record_batches
 
     def batches(self, scan: Scan) -> tuple[int, Iterator[pa.RecordBatch]]:
-        """Nothing is skipped unread; the batches are filtered and projected in file order."""
+        """Nothing is skipped unread; the batches are filtered and projected in file order.
+
+        Raises:
+            TableTooLarge: as the batches are read, the dictionaries or a batch's needed
+                columns declare more decoded bytes than the bound.
+        """
         wanted = scan.needed or frozenset(self.schema.names[:1])
         fields = sorted(self.schema.get_field_index(name) for name in wanted)
+        layout = IpcLayout(self.reader, self.schema, max_decoded=self._bounds.max_decoded_bytes)
+        if len(layout.batches) != self.num_batches:
+            raise TableUnreadable("the Arrow file's footer lists its batches inconsistently")
         options = ipc.IpcReadOptions(
-            ensure_alignment=ipc.Alignment.DataTypeSpecific, included_fields=fields
+            ensure_alignment=ipc.Alignment.DataTypeSpecific,
+            included_fields=fields,
+            use_threads=False,
         )
         reader = ipc.open_file(self._file, options=options)
-        stream = (reader.get_batch(index) for index in range(reader.num_record_batches))
         # IPC buffers are taken as written: without full validation, corrupt offsets make
         # compute kernels read out of bounds (observed as segfaults when fuzzing pyarrow 26).
-        return 0, _filtered(stream, scan, validate=True)
+        return 0, _filtered(_checked_batches(reader, layout, fields), scan, validate=True)
+
+
+def _checked_batches(
+    reader: ipc.RecordBatchFileReader, layout: IpcLayout, fields: list[int]
+) -> Iterator[pa.RecordBatch]:
+    """Each record batch, once its declared decoded size (and the dictionaries') is checked."""
+    for index in range(reader.num_record_batches):
+        if index == 0:
+            layout.check_dictionaries()  # pyarrow reads them all with the first batch
+        layout.check_batch(index, fields)
+        yield reader.get_batch(index)
 
 
 def _filtered(

@@ -804,3 +804,16 @@ def test_isolated_errors_cross_with_their_kind(reader, error, expected):
 def test_an_answer_that_is_not_json_is_unreadable(reader):
     with pytest.raises(TableUnreadable, match="TypeError"):
         isolated(lambda: object(), reader)
+
+
+# -- kept rows cross from the reading child as one compact stream --------------------------------
+
+
+def test_rows_kept_from_many_batches_cross_joined(ws, store, media_type):
+    table = keyed(5000, cat=pa.array([str(i % 3) for i in range(5000)]).dictionary_encode())
+    source = record(ws, store, table_bytes(table, media_type, 50), media_type)
+    result = sliced(source, columns=("k", "cat"), where="x >= 0")
+    expected = table.filter(pc.is_valid(table.column("x"))).select(["k", "cat"])
+    assert result.table.to_pylist() == expected.to_pylist() and result.batches_read == 100
+    assert result.table.column("k").num_chunks < 10  # not one message per source batch
+    assert result.bytes == result.table.nbytes

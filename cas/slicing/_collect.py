@@ -1,0 +1,169 @@
+"""The rows a slice keeps, and how they cross from the child to the caller.
+
+In the child (`_isolated`), `collect` keeps a prefix of the scan's rows within the row limit and
+the byte budget, in file order, and writes it to an Arrow IPC stream as it goes: a kept piece
+is copied out of its decoded batch (so a few rows do not keep a whole batch alive), and small
+pieces are joined before they are written (so a selective filter does not make a message per
+row). The stream is the child's payload; `read_stream` reads it back in the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from cards.errors import TableUnreadable
+from cas.slicing._tables import Scan, TableFile
+
+ROW_LIMIT = "row_limit"
+BYTE_BUDGET = "byte_budget"
+JOIN_BYTES = 1 << 20
+JOIN_PIECES = 256
+_NO_THREADS = ipc.IpcReadOptions(use_threads=False)
+
+
+@dataclass(slots=True)
+class Collected:
+    """What a slice kept so far, written to an IPC stream; `reason` names the bound reached."""
+
+    schema: pa.Schema
+    rows: int = 0
+    nbytes: int = 0
+    seen: int = 0
+    reason: str | None = None
+    _pending: list[pa.RecordBatch] = field(default_factory=list)
+    _pending_bytes: int = 0
+    _sink: pa.BufferOutputStream = field(default_factory=pa.BufferOutputStream)
+    _writer: ipc.RecordBatchStreamWriter | None = None
+
+    def keep(self, piece: pa.RecordBatch, whole: pa.RecordBatch) -> None:
+        """Keep `piece`, a slice of the decoded batch `whole`."""
+        self.schema = piece.schema
+        self.rows += piece.num_rows
+        self.nbytes += piece.nbytes
+        if piece.nbytes >= JOIN_BYTES:
+            self._flush()
+            self._write(piece)
+            return
+        # A copy of the piece alone: the slice would keep all of `whole` alive.
+        self._pending.append(piece if piece.num_rows == whole.num_rows else _copied(piece))
+        self._pending_bytes += piece.nbytes
+        if self._pending_bytes >= JOIN_BYTES or len(self._pending) >= JOIN_PIECES:
+            self._flush()
+
+    def stream(self) -> pa.Buffer:
+        """The kept rows as a finished IPC stream."""
+        self._flush()
+        if self._writer is None:
+            self._writer = ipc.new_stream(self._sink, self.schema)
+        self._writer.close()
+        return self._sink.getvalue()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._write(self._pending[0] if len(self._pending) == 1 else _joined(self._pending))
+            self._pending, self._pending_bytes = [], 0
+
+    def _write(self, batch: pa.RecordBatch) -> None:
+        if self._writer is None:
+            self._writer = ipc.new_stream(self._sink, batch.schema)
+        self._writer.write_batch(batch)
+
+
+def _copied(piece: pa.RecordBatch) -> pa.RecordBatch:
+    return pa.concat_batches([piece])  # concatenating one batch copies its rows
+
+
+def _joined(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return pa.concat_batches(pieces)  # dictionaries are unified, not rejected
+
+
+def collect(table: TableFile, scan: Scan, offset: int, limit: int, max_bytes: int) -> Collected:
+    """Read the scan's batches, skip `offset` rows, keep what fits `limit` and `max_bytes`."""
+    out = Collected(pa.schema([table.schema.field(name) for name in scan.columns]))
+    if limit == 0:
+        out.reason = ROW_LIMIT
+        return out
+    skipped, batches = table.batches(scan)
+    offset -= skipped
+    with contextlib.closing(_generator(batches)) as stream:
+        for batch in stream:
+            out.seen += 1
+            if offset >= batch.num_rows:
+                offset -= batch.num_rows
+                continue
+            _take(out, batch, offset, limit, max_bytes)
+            offset = 0
+            if out.reason is not None:
+                break
+    return out
+
+
+def _take(out: Collected, batch: pa.RecordBatch, offset: int, limit: int, max_bytes: int) -> None:
+    """Keep the prefix of `batch[offset:]` that fits both bounds; note the bound reached."""
+    rest = batch.slice(offset)
+    rows = min(rest.num_rows, limit - out.rows)
+    fits = _rows_within(rest, rows, max_bytes - out.nbytes)
+    if fits < rows:
+        out.reason = BYTE_BUDGET
+    elif out.rows + rows == limit:
+        out.reason = ROW_LIMIT
+    if fits:
+        out.keep(rest.slice(0, fits), batch)
+
+
+def _rows_within(batch: pa.RecordBatch, rows: int, budget: int) -> int:
+    """The most leading rows of `batch` (at most `rows`) whose materialised size fits `budget`."""
+    if batch.slice(0, rows).nbytes <= budget:
+        return rows
+    low, high = 0, rows  # the first `low` rows fit; the first `high` do not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if batch.slice(0, middle).nbytes <= budget:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _generator(batches: Iterator[pa.RecordBatch]) -> Generator[pa.RecordBatch, None, None]:
+    """Wrap `batches` so that closing the wrapper closes it (and cancels read-ahead) at once."""
+    try:
+        yield from batches
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
+
+
+def read_stream(payload: bytes | memoryview) -> pa.Table:
+    """Read the kept rows the child streamed, checking the stream's structure.
+
+    Not every value is checked again: the child validated what it decoded (IPC batches fully;
+    Parquet pages decode only to valid arrays), and it is not a trust boundary (it runs as us).
+
+    Raises:
+        TableUnreadable: the stream is malformed.
+    """
+    try:
+        table = ipc.open_stream(pa.py_buffer(payload), options=_NO_THREADS).read_all()
+        table.validate()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise TableUnreadable("the table's reader answered a malformed slice") from exc
+    return table
+
+
+def read_schema(payload: bytes | memoryview) -> pa.Schema:
+    """Read the schema the child sent when the request did not fit it.
+
+    Raises:
+        TableUnreadable: the schema is malformed.
+    """
+    try:
+        return ipc.read_schema(pa.py_buffer(payload))
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise TableUnreadable("the table's reader answered a malformed schema") from exc
