@@ -324,15 +324,17 @@ def is_stale_stage(dir_fd: int, name: str, *, older_than_ns: int) -> bool:
         os.close(fd)
 
 
-def write_new(path: str, chunks: Iterable[bytes]) -> None:
-    """Create the file `path` with `chunks`, atomically, never replacing anything there.
+def write_new(path: str, chunks: Iterable[bytes], *, replace: bool = False) -> None:
+    """Create the file `path` with `chunks`, atomically; an existing file only with `replace`.
 
-    The bytes are staged beside `path` (same filesystem), fsynced, then hard-linked into place
-    (which fails if the name exists) and the directory is fsynced: `path` appears complete or
-    not at all. For files outside the store (an operator's `--out`), named by a plain path.
+    The bytes are staged beside `path` (same filesystem) and fsynced, then hard-linked into
+    place (which fails if the name exists) or, with `replace`, renamed over it; the directory is
+    fsynced: `path` appears complete or not at all, and a failure (including one raised by
+    `chunks`) leaves no staged file. For files outside the store (an operator's `--out`, an
+    export), named by a plain path.
 
     Raises:
-        FileExistsError: `path` exists (or appeared meanwhile).
+        FileExistsError: `path` exists (or appeared meanwhile) and `replace` is not set.
         StoreIOError: the file could not be written.
     """
     directory, name = os.path.split(os.path.abspath(path))
@@ -341,13 +343,16 @@ def write_new(path: str, chunks: Iterable[bytes]) -> None:
     except OSError as exc:
         raise StoreIOError(f"cannot open the output directory: {exc.strerror}") from exc
     try:
-        if os.path.lexists(path):
+        if not replace and os.path.lexists(path):
             raise FileExistsError(errno.EEXIST, "the file exists", path)
         with staged(dir_fd, "out") as stage:
             try:
                 for chunk in chunks:
                     write_all(stage.fd, chunk)
                 os.fsync(stage.fd)
+                if replace:
+                    stage.commit_replace(dir_fd, name)
+                    return
             except OSError as exc:
                 raise StoreIOError(f"cannot write the output file: {exc.strerror}") from exc
             if not stage.commit_link(dir_fd, name):

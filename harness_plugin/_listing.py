@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from cards import ExperimentCardV1, InvalidInput
-from cards.errors import IntegrityError, StoreIOError
+from cards.errors import IntegrityError
 from cas import ProjectStore, write_new
 from harness_plugin._views import human_size, iso
 
@@ -142,15 +140,12 @@ def export(store: ProjectStore, experiment_id: str, dest: str, *, force: bool) -
     if exists and not force:
         raise InvalidInput(f"the destination exists: {dest} (pass --force to replace it)")
     chunks = _checked_chunks(resolved.path, artifact.sha256, artifact.bytes)
-    if exists:
-        _replace(dest, chunks)
-    else:
-        try:
-            write_new(dest, chunks)
-        except FileExistsError:
-            raise InvalidInput(
-                f"the destination appeared meanwhile: {dest} (pass --force to replace it)"
-            ) from None
+    try:
+        write_new(dest, chunks, replace=exists)
+    except FileExistsError:
+        raise InvalidInput(
+            f"the destination appeared meanwhile: {dest} (pass --force to replace it)"
+        ) from None
     return {
         "experiment_id": resolved.card.experiment_id,
         "path": os.path.abspath(dest),
@@ -184,37 +179,3 @@ def _checked_chunks(path: str, sha256: str, size: int) -> Iterator[bytes]:
             "the exported bytes differ from the card's size or SHA-256 (the object changed "
             "while it was copied); nothing was written; run `artmem fsck`"
         )
-
-
-def _replace(dest: str, chunks: Iterable[bytes]) -> None:
-    """Replace `dest` atomically: temp file beside it, fsync, `os.replace`, fsync the directory."""
-    directory, name = os.path.split(os.path.abspath(dest))
-    try:
-        fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".artmem-tmp", dir=directory)
-    except OSError as exc:
-        raise StoreIOError(f"cannot create a temp file beside {dest}: {exc.strerror}") from exc
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in chunks:
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, dest)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        if isinstance(exc, OSError):
-            raise StoreIOError(f"cannot write {dest}: {exc.strerror}") from exc
-        raise
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: str) -> None:
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError as exc:
-        raise StoreIOError(f"cannot sync the directory {directory}: {exc.strerror}") from exc
