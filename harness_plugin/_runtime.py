@@ -65,7 +65,7 @@ class Runtime:
     def admit(self, card: ExperimentCardV1, *, new_revision: bool) -> CardAdmission:
         """Queue a committed card for Honcho (never raises: the local record already stands)."""
         if self.indexer is None:
-            return CardAdmission(False, card.index.state)
+            return CardAdmission(False, card)
         return self.indexer.admit(card, maybe_sent=not new_revision)
 
     def service(self) -> HonchoMemoryService:

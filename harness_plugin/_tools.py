@@ -175,7 +175,7 @@ def _record(host: ToolHost, caller: Caller, args: wire.RecordArgs) -> BaseModel:
         host.runtime.config.rlm_root, provenance, args.metadata(), args.source_path
     )
     admission = host.runtime.admit(recorded.card, new_revision=recorded.new_revision)
-    host.catalogs[project].put(store.load_card(recorded.card.experiment_id))  # its index moved
+    host.catalogs[project].put(admission.card)
     if admission.queued:
         host.on_admitted()
     if recorded.deduplicated:

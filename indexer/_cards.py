@@ -43,11 +43,16 @@ RETRYABLE_DEAD = frozenset({EXHAUSTED, CORRUPT})
 
 @dataclass(frozen=True, slots=True)
 class CardAdmission:
-    """What admitting a card's projection did."""
+    """What admitting a card's projection did, and the card as it stands afterwards."""
 
     queued: bool
-    state: IndexState
+    card: ExperimentCardV1
     reason: str | None = None
+
+    @property
+    def state(self) -> IndexState:
+        """The card's index state after admission."""
+        return self.card.index.state
 
 
 @dataclass
@@ -105,22 +110,22 @@ class CardIndexer:
         duplicate check. An indexed card is left alone.
         """
         if card.index.state is IndexState.INDEXED:
-            return CardAdmission(False, IndexState.INDEXED)
+            return CardAdmission(False, card)
         remote = project_card(card)
         if isinstance(remote, ProjectionSkipped):
             reason = str(remote.reason)
-            self._move(card, remote_revision=None, state=IndexState.FAILED, error=reason)
-            return CardAdmission(False, IndexState.FAILED, reason)
+            failed = self._move(card, remote_revision=None, state=IndexState.FAILED, error=reason)
+            return CardAdmission(False, failed, reason)
         entry = self.entry_for(remote, card, maybe_sent=maybe_sent)
         try:
             self.outbox.admit(entry)
         except OutboxError as exc:
-            return CardAdmission(False, card.index.state, str(exc.code))
+            return CardAdmission(False, card, str(exc.code))
         try:
             updated = self._move(card, remote.projection_revision, IndexState.QUEUED, None)
         except ArtifactError as exc:  # queued in the outbox all the same; reconcile fixes it
-            return CardAdmission(True, card.index.state, str(exc.code))
-        return CardAdmission(True, updated.index.state)
+            return CardAdmission(True, card, str(exc.code))
+        return CardAdmission(True, updated)
 
     def on_ack(self, entry: OutboxEntry, code: str) -> None:
         """Honcho accepted a card delivery: mark the card indexed if it is still that revision."""
