@@ -22,7 +22,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import machine_line, percentile, print_table  # noqa: E402
 from _fake_server import fake_honcho  # noqa: E402
 
-from cards import conversation_delivery_id  # noqa: E402
 from indexer import (  # noqa: E402
     ConversationRef,
     DeliveryWorker,
@@ -52,16 +51,7 @@ def _entry(n: int, sessions: int) -> OutboxEntry:
         event_seqs=[n],
         roles=["assistant"],
     )
-    delivery = conversation_delivery_id(
-        workspace_id=ref.workspace_id,
-        user_peer_id=ref.user_peer_id,
-        honcho_session_id=session,
-        project_id=ref.project_id,
-        dsh_session_id=ref.dsh_session_id,
-        turn=ref.turn,
-        event_seqs=ref.event_seqs,
-        messages=[("assistant", content)],
-    )
+    delivery = ref.delivery_id(session, [content])
     metadata: dict[str, str | int | bool] = {
         "source": "artmem",
         "kind": "experiment-card",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Annotated, Literal, Self
 
@@ -31,6 +32,7 @@ from cards import (
     canonical_json,
     card_delivery_id,
     conversation_delivery_id,
+    is_honcho_id,
     project_key,
     projection_revision,
     validation_message,
@@ -41,7 +43,6 @@ MAX_MESSAGES = 100  # Honcho's limit per create request
 MAX_CONTENT_CHARS = 25_000  # Honcho's MAX_MESSAGE_SIZE
 MAX_METADATA_KEYS = 100
 MAX_EVENT_SEQS = 1_000
-_HONCHO_ID = re.compile(r"[A-Za-z0-9_-]{1,512}")
 _DELIVERY_ID = re.compile(r"[0-9a-f]{64}")
 
 
@@ -51,7 +52,7 @@ def parse_honcho_id(value: str) -> str:
     Raises:
         ValueError: `value` is not a Honcho id (peer ids also may not start with `scope.`).
     """
-    if _HONCHO_ID.fullmatch(value) is None:
+    if not is_honcho_id(value):
         raise ValueError("not a Honcho id ([A-Za-z0-9_-]{1,512})")
     return value
 
@@ -131,6 +132,22 @@ class ConversationRef(BaseModel):
         list[Annotated[str, Field(pattern=r"^[a-z_]{1,32}$")]],
         Field(min_length=1, max_length=MAX_MESSAGES),
     ]
+
+    def delivery_id(self, honcho_session_id: str, contents: Sequence[str]) -> str:
+        """The delivery id of this capture sent to `honcho_session_id` as `contents`.
+
+        `contents[i]` is the text of the message of role `roles[i]`.
+        """
+        return conversation_delivery_id(
+            workspace_id=self.workspace_id,
+            user_peer_id=self.user_peer_id,
+            honcho_session_id=honcho_session_id,
+            project_id=self.project_id,
+            dsh_session_id=self.dsh_session_id,
+            turn=self.turn,
+            event_seqs=self.event_seqs,
+            messages=list(zip(self.roles, contents, strict=True)),
+        )
 
 
 class OutboxEntry(BaseModel):
@@ -212,16 +229,7 @@ def _conversation_delivery_id(entry: OutboxEntry) -> str:
     ref = entry.conversation
     if ref is None or entry.card is not None or len(ref.roles) != len(entry.messages):
         raise ValueError("a conversation delivery has an identity with one role per message")
-    return conversation_delivery_id(
-        workspace_id=ref.workspace_id,
-        user_peer_id=ref.user_peer_id,
-        honcho_session_id=entry.target.session_id,
-        project_id=ref.project_id,
-        dsh_session_id=ref.dsh_session_id,
-        turn=ref.turn,
-        event_seqs=ref.event_seqs,
-        messages=[(r, m.content) for r, m in zip(ref.roles, entry.messages, strict=True)],
-    )
+    return ref.delivery_id(entry.target.session_id, [m.content for m in entry.messages])
 
 
 def encode_entry(entry: OutboxEntry) -> bytes:

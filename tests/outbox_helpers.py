@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cards import conversation_delivery_id
 from indexer import (
     ConversationRef,
     OutboundMessage,
@@ -28,16 +27,7 @@ def make_entry(n: int, session: str = "sess-a", seq: int | None = None, parts: i
         event_seqs=[n],
         roles=["assistant"] * parts,
     )
-    delivery = conversation_delivery_id(
-        workspace_id=ref.workspace_id,
-        user_peer_id=ref.user_peer_id,
-        honcho_session_id=session,
-        project_id=ref.project_id,
-        dsh_session_id=ref.dsh_session_id,
-        turn=ref.turn,
-        event_seqs=ref.event_seqs,
-        messages=[(role, content) for role, content in zip(ref.roles, contents, strict=True)],
-    )
+    delivery = ref.delivery_id(session, contents)
     messages = []
     for i, content in enumerate(contents):
         metadata = {"delivery_id": delivery, "source": "artmem", "part": i}
