@@ -79,25 +79,6 @@ class Answer:
     payload: bytes | memoryview = b""
 
 
-def isolated(
-    work: Callable[[], object], reader: VerifiedReader, *, timeout: float = TIMEOUT_SECONDS
-) -> object:
-    """Compute `work()`, which reads through `reader`, in a forked child; return its answer.
-
-    The answer crosses as JSON. What the child read is added to `reader.stats`.
-
-    Raises:
-        TableUnreadable: the child crashed, timed out, answered too much, or failed.
-        TableTooLarge: the child found a bound exceeded.
-        IntegrityError: a chunk the child read differs from its manifest.
-        StoreIOError: the child could not be started, or could not read the object.
-    """
-    try:
-        return bounded(lambda: Answer(work()), reader, Bounds(seconds=timeout)).value
-    except SliceTimeout as exc:
-        raise TableUnreadable("reading the table's metadata did not finish in time") from exc
-
-
 def bounded(work: Callable[[], Answer], reader: VerifiedReader, bounds: Bounds) -> Answer:
     """Compute `work()`, which reads through `reader`, in a forked child within `bounds`.
 
