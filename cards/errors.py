@@ -59,90 +59,24 @@ dead-letter reason of an outbox document that failed verification and was moved 
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Sequence
-
-_LISTED_COLUMNS = 20
-
-
-class ErrorCode(enum.StrEnum):
-    """Stable error codes: part of the public contract of the CLI and the tools."""
-
-    CONFIG_INVALID = "config.invalid"
-    INPUT_INVALID = "input.invalid"
-    INVALID_ID = "input.invalid_id"
-    UNKNOWN_PROJECT = "input.unknown_project"
-    UNKNOWN_TOOL = "input.unknown_tool"
-    INVALID_REQUEST = "input.invalid_request"
-    NOT_IMPLEMENTED = "worker.not_implemented"
-    SHUTTING_DOWN = "worker.shutting_down"
-    WORKER_INTERNAL = "worker.internal"
-    TOOL_FAILED = "client.tool_failed"
-    NO_TOOL_BRIDGE = "client.no_bridge"
-    NOT_IN_KERNEL = "client.no_session"
-    BAD_REPLY = "client.bad_reply"
-    INVALID_FILTER = "slice.invalid_filter"
-    FILTER_SYNTAX = "slice.filter_syntax"
-    FILTER_TYPE = "slice.filter_type"
-    UNKNOWN_COLUMN = "slice.unknown_column"
-    UNSUPPORTED_MEDIA_TYPE = "slice.unsupported_media_type"
-    TABLE_TOO_LARGE = "slice.table_too_large"
-    TABLE_UNREADABLE = "slice.table_unreadable"
-    CARD_INVALID = "card.invalid"
-    UNSUPPORTED_VERSION = "card.unsupported_version"
-    PATH_REJECTED = "cas.path_rejected"
-    PATH_ESCAPE = "cas.path_escape"
-    NOT_REGULAR_FILE = "cas.not_regular_file"
-    HARD_LINKED = "cas.hard_linked"
-    FOREIGN_OWNER = "cas.foreign_owner"
-    SOURCE_MISSING = "cas.source_missing"
-    SOURCE_CHANGED = "cas.source_changed"
-    LIMIT_EXCEEDED = "cas.limit_exceeded"
-    ARTIFACT_TOO_LARGE = "cas.artifact_too_large"
-    QUOTA_EXCEEDED = "cas.quota_exceeded"
-    EXPERIMENT_NOT_FOUND = "cas.experiment_not_found"
-    OBJECT_MISSING = "cas.object_missing"
-    INTEGRITY = "cas.integrity"
-    STORE_IO = "cas.io"
-    OUTBOX_IO = "indexer.outbox_io"
-    NOT_OWNER = "indexer.not_owner"
-    REMOTE_UNAVAILABLE = "indexer.remote_unavailable"
-    CIRCUIT_OPEN = "indexer.circuit_open"
-    REMOTE_UNAUTHORIZED = "indexer.remote_unauthorized"
-    REMOTE_REJECTED = "indexer.remote_rejected"
-    REMOTE_MISCONFIGURED = "indexer.remote_misconfigured"
-    RETRIES_EXHAUSTED = "indexer.retries_exhausted"
-    HONCHO_DISABLED = "indexer.disabled"
-    OUTBOX_CORRUPT = "indexer.outbox_corrupt"
-    SLICE_TIMEOUT = "slice.timeout"
-
-
-class ArtifactError(Exception):
-    """Root of every error we raise on purpose; the CLI and tool surface catch only this."""
-
-    # Class attributes, except on `ToolFailed`, which carries the code a remote host reported.
-    code: ErrorCode
-    retryable: bool = False
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def to_dict(self) -> dict[str, str]:
-        """The content-free error shape the CLI and tools print."""
-        return {"code": str(self.code), "message": self.message}
+from cards._error_root import ArtifactError as ArtifactError
+from cards._error_root import ErrorCode as ErrorCode
+from cards._error_root import InvalidInput as InvalidInput
+from cards._error_root import LimitExceeded as LimitExceeded
+from cards._slice_errors import FilterSyntaxError as FilterSyntaxError
+from cards._slice_errors import FilterTypeError as FilterTypeError
+from cards._slice_errors import InvalidFilter as InvalidFilter
+from cards._slice_errors import SliceTimeout as SliceTimeout
+from cards._slice_errors import TableTooLarge as TableTooLarge
+from cards._slice_errors import TableUnreadable as TableUnreadable
+from cards._slice_errors import UnknownColumn as UnknownColumn
+from cards._slice_errors import UnsupportedMediaType as UnsupportedMediaType
 
 
 class ConfigError(ArtifactError, ValueError):
     """The configuration file is missing, malformed or unsafe."""
 
     code = ErrorCode.CONFIG_INVALID
-
-
-class InvalidInput(ArtifactError, ValueError):
-    """A caller-supplied value is out of bounds or malformed."""
-
-    code = ErrorCode.INPUT_INVALID
 
 
 class InvalidId(InvalidInput):
@@ -277,16 +211,6 @@ class SourceChanged(ArtifactError, RuntimeError):
     code = ErrorCode.SOURCE_CHANGED
 
 
-class LimitExceeded(ArtifactError, ValueError):
-    """A configured bound would be exceeded."""
-
-    code = ErrorCode.LIMIT_EXCEEDED
-
-    def __init__(self, message: str, *, limit: int) -> None:
-        super().__init__(message)
-        self.limit = limit
-
-
 class ArtifactTooLarge(LimitExceeded):
     """One artifact is larger than the per-artifact limit."""
 
@@ -375,78 +299,7 @@ class RemoteRejected(RemoteError, ValueError):
     code = ErrorCode.REMOTE_REJECTED
 
 
-class InvalidFilter(InvalidInput):
-    """A filter expression is rejected; `position` is the 0-based offset of the problem."""
-
-    code = ErrorCode.INVALID_FILTER
-
-    def __init__(self, message: str, *, position: int) -> None:
-        super().__init__(f"{message} (at position {position})")
-        self.position = position
-
-
-class FilterSyntaxError(InvalidFilter):
-    """The filter text is not in the expression language, or exceeds its bounds."""
-
-    code = ErrorCode.FILTER_SYNTAX
-
-
-class FilterTypeError(InvalidFilter):
-    """A literal or comparison does not fit the type of the column it is compared with."""
-
-    code = ErrorCode.FILTER_TYPE
-
-
-class UnknownColumn(InvalidInput):
-    """A projected or filtered column is not in the table (or its name is ambiguous)."""
-
-    code = ErrorCode.UNKNOWN_COLUMN
-
-    def __init__(
-        self, column: str, available: Sequence[str], *, position: int | None = None
-    ) -> None:
-        shown = ", ".join(repr(name) for name in available[:_LISTED_COLUMNS])
-        more = len(available) - _LISTED_COLUMNS
-        if more > 0:
-            shown += f", and {more} more"
-        where = "" if position is None else f" (at position {position})"
-        super().__init__(f"no single column named {column[:200]!r}{where}; available: {shown}")
-        self.column = column
-        self.available = tuple(available)
-        self.position = position
-
-
-class UnsupportedMediaType(InvalidInput):
-    """The artifact's media type is not one slicing can read."""
-
-    code = ErrorCode.UNSUPPORTED_MEDIA_TYPE
-
-    def __init__(self, media_type: str, supported: Sequence[str]) -> None:
-        names = ", ".join(supported)
-        super().__init__(f"cannot slice media type {media_type!r}; supported: {names}")
-        self.media_type = media_type
-        self.supported = tuple(supported)
-
-
-class TableTooLarge(LimitExceeded):
-    """The table's metadata, width or a single read exceeds a slicing bound."""
-
-    code = ErrorCode.TABLE_TOO_LARGE
-
-
-class TableUnreadable(ArtifactError, ValueError):
-    """The bytes are intact but are not a readable table of the declared media type."""
-
-    code = ErrorCode.TABLE_UNREADABLE
-
-
 class HonchoDisabled(ArtifactError, RuntimeError):
     """The operation needs Honcho indexing, which the configuration leaves off."""
 
     code = ErrorCode.HONCHO_DISABLED
-
-
-class SliceTimeout(LimitExceeded):
-    """A slice or table description did not finish within its wall-clock budget (seconds)."""
-
-    code = ErrorCode.SLICE_TIMEOUT

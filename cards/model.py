@@ -113,6 +113,9 @@ class IndexStatus(BaseModel):
     attempts: Annotated[int, Field(ge=0, le=1_000_000)] = 0
     last_error: Annotated[str, AfterValidator(_error_code)] | None = None
     updated_at: AwareDatetime | None = None
+    # The Honcho projection revision this state is about (set by the indexer; None while the
+    # card is pending, or for a card written before revisions were kept).
+    projection_revision: Sha256Hex | None = None
 
 
 Shape = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=8)]

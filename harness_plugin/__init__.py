@@ -3,7 +3,8 @@
 Rooms: `config` (the strict TOML configuration), `_caller` (the host-supplied caller), `_runtime`
 (stores, outbox and Honcho client built from a configuration), `_tools` (the tool registry and
 its host), `_hybrid` and `_catalogs` (local plus Honcho search), `_serve` (the JSONL worker),
-`cli` with `_views`, `_status`, `_table_commands` and `_demo` (what people and scripts see).
+`cli` (parsing and dispatch) with `_command` (what commands share), `_table_commands`,
+`_operator_commands`, `_listing`, `_views`, `_status` and `_demo` (what people and scripts see).
 `dsh/` will hold the TypeScript plugin that runs `artmem serve` inside the DeepSeek Harness.
 
 Names load lazily (PEP 562): `artmem --help` loads none of them.

@@ -6,7 +6,6 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import NoReturn, TextIO
 
 import orjson
@@ -19,26 +18,11 @@ from cards import (
     parse_metadata,
     parse_session_id,
 )
-from cards.errors import HonchoDisabled
-from cas import Catalog, ProjectStore, Provenance, fsck
-from harness_plugin import _listing, _shortids, _views
+from cas import Catalog, Provenance
+from harness_plugin import _listing, _views
+from harness_plugin import _operator_commands as ops
+from harness_plugin._command import EXIT_ERROR, EXIT_USAGE, Outcome, start
 from harness_plugin._progress import progress_for
-from harness_plugin._runtime import Runtime
-from harness_plugin._status import status_lines, status_view
-from harness_plugin.config import load_config
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """A command's result: a JSON view for scripts, lines for people, and an exit status."""
-
-    view: dict[str, object]
-    lines: list[str]
-    status: int = EXIT_OK
-    silent: bool = False  # the command owned stdout itself (serve)
-
 
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a reader that closed early (SIGPIPE)
 
@@ -172,18 +156,6 @@ def _version() -> str:
         return "unknown"
 
 
-def _start(args: argparse.Namespace) -> tuple[Runtime, ProjectStore]:
-    """Validate the whole configuration (a missing Honcho key fails here) and pick the store.
-
-    An `experiment_id` argument is expanded here from a unique prefix to the full id.
-    """
-    runtime = Runtime(load_config(args.config))
-    store = runtime.stores[runtime.config.project_for(os.getcwd(), args.project)]
-    if getattr(args, "experiment_id", None) is not None:
-        args.experiment_id = _shortids.expand(store, args.experiment_id)
-    return runtime, store
-
-
 # -- record -------------------------------------------------------------------------------
 
 
@@ -221,7 +193,7 @@ def _record_args(p: argparse.ArgumentParser) -> None:
 
 
 def _record(args: argparse.Namespace) -> Outcome:
-    runtime, store = _start(args)
+    runtime, store = start(args)
     fields: dict[str, object] = {
         "title": args.title,
         "summary": args.summary,
@@ -265,7 +237,7 @@ def _resolve_args(p: argparse.ArgumentParser) -> None:
 
 
 def _resolve(args: argparse.Namespace) -> Outcome:
-    _, store = _start(args)
+    _, store = start(args)
     bar = progress_for(sys.stderr, "verifying", enabled=not args.json)
     try:
         resolved = store.resolve(args.experiment_id, args.current_source_version, bar)
@@ -287,7 +259,7 @@ def _show_args(p: argparse.ArgumentParser) -> None:
 def _show(args: argparse.Namespace) -> Outcome:
     from harness_plugin._table_commands import show, show_lines  # pyarrow loads only here
 
-    runtime, store = _start(args)
+    runtime, store = start(args)
     limits = runtime.config.slice.resolve()
     view = show(store, args.experiment_id, args.current_source_version, limits)
     return Outcome(view, show_lines(view))
@@ -316,7 +288,7 @@ def _slice_args(p: argparse.ArgumentParser) -> None:
 def _slice(args: argparse.Namespace) -> Outcome:
     from harness_plugin._table_commands import slice_view  # pyarrow loads only here
 
-    runtime, store = _start(args)
+    runtime, store = start(args)
     view, lines = slice_view(store, args, runtime.config.slice.resolve(), sys.stdout, sys.stderr)
     return Outcome(view, lines)
 
@@ -330,7 +302,7 @@ def _search_args(p: argparse.ArgumentParser) -> None:
 
 
 def _search(args: argparse.Namespace) -> Outcome:
-    _, store = _start(args)
+    _, store = start(args)
     bound = store.limits.search_results
     limit = bound if args.limit is None else args.limit
     if not 1 <= limit <= bound:
@@ -367,7 +339,7 @@ def _list_args(p: argparse.ArgumentParser) -> None:
 
 
 def _list(args: argparse.Namespace) -> Outcome:
-    _, store = _start(args)
+    _, store = start(args)
     wanted = _listing.ListFilter(
         tags=tuple(args.tags),
         source=args.source,
@@ -385,112 +357,9 @@ def _export_args(p: argparse.ArgumentParser) -> None:
 
 
 def _export(args: argparse.Namespace) -> Outcome:
-    _, store = _start(args)
+    _, store = start(args)
     view = _listing.export(store, args.experiment_id, args.dest, force=args.force)
     return Outcome(view, _listing.export_lines(view))
-
-
-# -- fsck ---------------------------------------------------------------------------------
-
-
-def _fsck_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--repair",
-        action="store_true",
-        help="remove stale temp files and quarantine corrupt objects (never deletes objects)",
-    )
-
-
-def _fsck(args: argparse.Namespace) -> Outcome:
-    from indexer import Outbox
-
-    runtime, store = _start(args)
-    bar = progress_for(sys.stderr, "checking", enabled=not args.json)
-    try:
-        report = fsck(store, repair=args.repair, progress=bar)
-    finally:
-        if bar is not None:
-            bar.close()
-    outbox = Outbox(runtime.config.state_root).check(repair=args.repair)
-    view = _views.fsck_view(report)
-    view["outbox"] = {
-        "ok": outbox.ok,
-        "valid": outbox.valid,
-        "corrupt": outbox.corrupt,
-        "moved": outbox.moved,
-        "foreign": outbox.foreign,
-        "permission_problems": list(outbox.permission_problems),
-    }
-    lines = _views.fsck_lines(view)
-    lines.append(
-        f"outbox: {outbox.valid} valid, {outbox.corrupt} corrupt ({outbox.moved} moved aside), "
-        f"{outbox.foreign} unrecognised"
-    )
-    lines += [f"  permissions: {problem}" for problem in outbox.permission_problems]
-    ok = report.ok and outbox.ok
-    return Outcome(view, lines, EXIT_OK if ok else EXIT_ERROR)
-
-
-# -- sync ---------------------------------------------------------------------------------
-
-
-def _sync_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--deadline", type=float, help="seconds to keep delivering (default: config)")
-
-
-def _sync(args: argparse.Namespace) -> Outcome:
-    runtime = Runtime(load_config(args.config))
-    if not runtime.config.honcho.enabled:
-        raise HonchoDisabled(
-            "Honcho indexing is disabled in the configuration ([honcho] enabled = false): "
-            "there is nothing to sync; local records, search and resolve need no sync"
-        )
-    if args.deadline is not None and not 0 < args.deadline <= 3600:
-        raise InvalidInput("--deadline must be between 0 and 3600 seconds")
-    report = runtime.sync(args.deadline)
-    view = _views.sync_view(report, runtime.outbox.stats() if runtime.outbox else None)
-    status = EXIT_OK if view["pending"] == 0 else EXIT_ERROR
-    return Outcome(view, _views.sync_lines(view), status)
-
-
-# -- status -------------------------------------------------------------------------------
-
-
-def _no_args(p: argparse.ArgumentParser) -> None:
-    del p
-
-
-def _status(args: argparse.Namespace) -> Outcome:
-    view = status_view(load_config(args.config), os.environ)
-    return Outcome(view, status_lines(view))
-
-
-# -- serve --------------------------------------------------------------------------------
-
-
-def _serve(args: argparse.Namespace) -> Outcome:
-    from harness_plugin._serve import serve
-
-    runtime = Runtime(load_config(args.config))
-    return Outcome({}, [], serve(runtime, os.environ), silent=True)
-
-
-# -- demo ---------------------------------------------------------------------------------
-
-
-def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--keep", action="store_true", help="keep the temporary workspace")
-
-
-def _demo(args: argparse.Namespace) -> Outcome:
-    from harness_plugin._demo import run_demo  # pyarrow loads only for the demo
-
-    def say(line: str) -> None:
-        if not args.json:
-            print(line, flush=True)
-
-    steps = run_demo(keep=args.keep, say=say, bar_stream=sys.stderr, show_progress=not args.json)
-    return Outcome({"steps": steps}, [])
 
 
 _EXP_HELP = "an experiment id (exp_…), or a unique prefix of at least 8 characters after exp_"
@@ -505,9 +374,13 @@ _COMMANDS: dict[str, tuple[str, _Configure, _Run]] = {
     "search": ("search this project's experiment cards", _search_args, _search),
     "list": ("this project's experiments, newest first", _list_args, _list),
     "export": ("copy an experiment's verified bytes to a file", _export_args, _export),
-    "fsck": ("check every object and card of the project", _fsck_args, _fsck),
-    "status": ("content-free counts and settings", _no_args, _status),
-    "sync": ("reconcile card index states and deliver the outbox once", _sync_args, _sync),
-    "serve": ("run the JSONL worker for the harness on stdin/stdout", _no_args, _serve),
-    "demo": ("run a self-contained demonstration in a temporary workspace", _demo_args, _demo),
+    "fsck": ("check every object and card of the project", ops.fsck_args, ops.fsck),
+    "status": ("content-free counts and settings", ops.no_args, ops.status),
+    "sync": ("reconcile card index states and deliver the outbox once", ops.sync_args, ops.sync),
+    "serve": ("run the JSONL worker for the harness on stdin/stdout", ops.no_args, ops.serve),
+    "demo": (
+        "run a self-contained demonstration in a temporary workspace",
+        ops.demo_args,
+        ops.demo,
+    ),
 }

@@ -102,16 +102,24 @@ class CardIndexer:
             maybe_sent=maybe_sent,
         )
 
-    def admit(self, card: ExperimentCardV1, *, maybe_sent: bool = True) -> CardAdmission:
+    def admit(
+        self,
+        card: ExperimentCardV1,
+        *,
+        maybe_sent: bool = True,
+        remote: RemoteCard | ProjectionSkipped | None = None,
+    ) -> CardAdmission:
         """Admit a committed card's projection; the local record succeeds whatever happens here.
 
         `maybe_sent=False` only for a projection revision that was just created (a new or
         changed card): nothing of it can be on the server yet, so the first attempt skips the
-        duplicate check. An indexed card is left alone.
+        duplicate check. An indexed card is left alone. `remote` is the card's projection when
+        the caller has it already.
         """
         if card.index.state is IndexState.INDEXED:
             return CardAdmission(False, card)
-        remote = project_card(card)
+        if remote is None:
+            remote = project_card(card)
         if isinstance(remote, ProjectionSkipped):
             reason = str(remote.reason)
             failed = self._move(card, remote_revision=None, state=IndexState.FAILED, error=reason)
@@ -122,7 +130,9 @@ class CardIndexer:
         except OutboxError as exc:
             return CardAdmission(False, card, str(exc.code))
         try:
-            updated = self._move(card, remote.projection_revision, IndexState.QUEUED, None)
+            updated = self._move(
+                card, remote.projection_revision, IndexState.QUEUED, None, admitted=card
+            )
         except ArtifactError as exc:  # queued in the outbox all the same; reconcile fixes it
             return CardAdmission(True, card, str(exc.code))
         return CardAdmission(True, updated)
@@ -164,7 +174,7 @@ class CardIndexer:
         delivery_id = remote.delivery_id
         if self.outbox.is_pending(delivery_id):
             report.already_queued += 1
-            self._move(card, remote.projection_revision, IndexState.QUEUED, None)
+            self._move(card, remote.projection_revision, IndexState.QUEUED, None, admitted=card)
             return
         dead = self.outbox.dead_reason(delivery_id)
         if dead is not None and dead not in RETRYABLE_DEAD:
@@ -172,7 +182,7 @@ class CardIndexer:
             return
         if dead is not None:
             self.outbox.revive(delivery_id)
-        outcome = self.admit(card)
+        outcome = self.admit(card, remote=remote)
         if outcome.queued:
             report.admitted += 1
         else:
@@ -199,18 +209,27 @@ class CardIndexer:
         state: IndexState,
         error: str | None,
         attempts: int = 0,
+        *,
+        admitted: ExperimentCardV1 | None = None,
     ) -> ExperimentCardV1:
         """Set a card's state, deciding under the store's lock against the card as it is then.
 
         A state about a projection revision applies only while the card still has that
         revision (a re-record in between starts a new delivery of its own), and `queued` never
-        overwrites `indexed` of the same revision (the worker may have been faster).
+        overwrites `indexed` of the same revision (the worker may have been faster). The card
+        keeps the revision its state is about, so an acknowledgement is matched without
+        projecting the card again; an admission (`admitted`, the card that was projected) holds
+        while the card is unchanged apart from its index status.
         """
         now = self.clock()
 
         def decide(current: ExperimentCardV1) -> IndexStatus | None:
-            if remote_revision is not None and _revision(current) != remote_revision:
-                return None
+            if remote_revision is not None:
+                if admitted is not None:
+                    if not _same_but_index(current, admitted):
+                        return None
+                elif _revision(current) != remote_revision:
+                    return None
             if state is IndexState.QUEUED and current.index.state is IndexState.INDEXED:
                 return None
             return IndexStatus(
@@ -218,12 +237,24 @@ class CardIndexer:
                 attempts=min(attempts or current.index.attempts, 1_000_000),
                 last_error=error,
                 updated_at=now,
+                projection_revision=remote_revision,
             )
 
         return self.stores[card.project_id].update_index_status(card.experiment_id, decide)
 
 
+def _same_but_index(current: ExperimentCardV1, card: ExperimentCardV1) -> bool:
+    return current.model_copy(update={"index": card.index}) == card
+
+
 def _revision(card: ExperimentCardV1) -> str | None:
+    """The projection revision of `card`: kept in its index status once admitted.
+
+    A pending card (admitted, then a crash before it was marked queued) and a card written
+    before revisions were kept are projected again.
+    """
+    if card.index.projection_revision is not None:
+        return card.index.projection_revision
     remote = project_card(card)
     if isinstance(remote, ProjectionSkipped):
         return None

@@ -19,25 +19,28 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from cards import ArtifactError, OutboxError
-from cas import atomic_write, make_dirs, open_dir, read_small
+from cards import ArtifactError, ConfigError, OutboxError
+from cas import atomic_write, read_small
 from indexer._entry import OutboxEntry, decode_entry, encode_entry, parse_delivery_id
+from indexer._outbox_dirs import (
+    DEAD_LETTER,
+    OUTBOX,
+    PENDING,
+    TMP,
+    lstat_or_none,
+    open_outbox_dirs,
+    permission_problems,
+)
 
-OUTBOX = "outbox"
-PENDING = "pending"
-DEAD_LETTER = "dead-letter"
-TMP = "tmp"
 SUFFIX = ".json"
 CORRUPT_SUFFIX = ".corrupt"
 # The dead-letter reason of a document moved aside because it did not verify.
 CORRUPT = "indexer.outbox_corrupt"
 MAX_ENTRY_BYTES = 4 << 20
-DIR_MODE = 0o700
-FILE_MODE = 0o600
 Clock = Callable[[], datetime]
 
 
@@ -106,7 +109,7 @@ class Outbox:
 
     def __init__(self, state_root: str) -> None:
         if not os.path.isabs(state_root):
-            raise OutboxError("the state root must be an absolute path")
+            raise ConfigError(f"the state root must be an absolute path, not {state_root[:200]!r}")
         self.state_root = state_root
         self._seq_lock = threading.Lock()
         self._last_seq = 0
@@ -240,10 +243,10 @@ class Outbox:
             OutboxError: the outbox directories are unusable, or a corrupt document could not
                 be moved aside.
         """
-        problems = _permission_problems(self.state_root)
+        problems = permission_problems(self.state_root)
         outbox = os.path.join(self.state_root, OUTBOX)
         for path in (outbox, os.path.join(outbox, PENDING)):
-            info = _lstat(path)
+            info = lstat_or_none(path)
             if info is None or not stat.S_ISDIR(info.st_mode):
                 return OutboxCheck(permission_problems=problems)  # never used, or reported
         valid = corrupt = moved = foreign = 0
@@ -278,28 +281,6 @@ class Outbox:
         set_aside = sum(1 for n in dead_names if n.endswith(CORRUPT_SUFFIX))
         oldest = min((e.admitted_at for e in entries), default=None)
         return OutboxStats(len(entries), oldest, dead_count, invalid, leftovers, set_aside)
-
-
-def open_outbox_dirs(state_root: str, names: Sequence[str]) -> list[int]:
-    """Create (0700) and open `<state_root>/outbox/<name>` for each name ("" is the outbox).
-
-    Raises:
-        OutboxError: a directory could not be created or opened (nothing is left open).
-    """
-    fds: list[int] = []
-    try:
-        os.makedirs(state_root, mode=0o700, exist_ok=True)
-        root = open_dir(state_root)
-        try:
-            for name in names:
-                fds.append(make_dirs(root, (OUTBOX, name) if name else (OUTBOX,)))
-        finally:
-            os.close(root)
-    except (OSError, ArtifactError) as exc:
-        for fd in fds:
-            os.close(fd)
-        raise OutboxError(f"the outbox directories are unusable: {exc}") from exc
-    return fds
 
 
 def _write(dir_fd: int, name: str, data: bytes, tmp_fd: int) -> None:
@@ -402,49 +383,3 @@ def _is_document_name(name: str) -> bool:
     except ValueError:
         return False
     return name.endswith(SUFFIX)
-
-
-def _permission_problems(state_root: str) -> tuple[str, ...]:
-    """Directories that are not 0700 and files not 0600, or not owned by this user."""
-    try:
-        root = os.stat(state_root)  # the configured root itself may be a symlink
-    except (FileNotFoundError, NotADirectoryError):
-        return ()
-    problems = _finding(".", root, directory=True)
-    for label in (OUTBOX, *(f"{OUTBOX}/{name}" for name in (PENDING, DEAD_LETTER, TMP))):
-        path = os.path.join(state_root, label)
-        info = _lstat(path)
-        if info is None:
-            continue
-        problems += _finding(label, info, directory=True)
-        if not stat.S_ISDIR(info.st_mode):
-            continue
-        try:
-            names = sorted(os.listdir(path))
-        except OSError as exc:
-            problems.append(f"{label}: cannot be listed ({exc.strerror})")
-            continue
-        for name in names:
-            child = _lstat(os.path.join(path, name))
-            if child is not None and stat.S_ISREG(child.st_mode):
-                problems += _finding(f"{label}/{name}", child, directory=False)
-    return tuple(problems)
-
-
-def _lstat(path: str) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
-def _finding(label: str, info: os.stat_result, *, directory: bool) -> list[str]:
-    if stat.S_ISDIR(info.st_mode) != directory:
-        return [f"{label}: not a {'directory' if directory else 'regular file'}"]
-    found: list[str] = []
-    mode, expected = stat.S_IMODE(info.st_mode), DIR_MODE if directory else FILE_MODE
-    if mode != expected:
-        found.append(f"{label}: mode {mode:04o}, expected {expected:04o}")
-    if info.st_uid != os.geteuid():
-        found.append(f"{label}: owned by uid {info.st_uid}, expected {os.geteuid()}")
-    return found

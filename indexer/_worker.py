@@ -26,7 +26,8 @@ import portalocker
 from cards import ArtifactError, NotOwner, RemoteError, RemoteRejected, canonical_json
 from cas import atomic_write, read_small, utc_now
 from indexer._entry import OutboundMessage, OutboxEntry, SessionTarget
-from indexer._outbox import OUTBOX, TMP, Outbox, open_outbox_dirs
+from indexer._outbox import Outbox
+from indexer._outbox_dirs import OUTBOX, TMP, open_outbox_dirs
 from indexer._policy import CircuitBreaker, CircuitState, RetryPolicy
 
 OWNER_LOCK = "owner.lock"

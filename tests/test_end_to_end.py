@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from host_helpers import write_config
+from serve_helpers import ServeProcess
 
 from indexer.testing import FakeHoncho
 
 KEY = "e2e-honcho-key-77aa"
 KERNEL = str(Path(__file__).parent / "_kernel.py")
-ARTMEM = str(Path(sys.executable).parent / "artmem")
 
 
 class Host:
@@ -28,24 +28,8 @@ class Host:
 
     def __init__(self, config: Path, project_root: Path) -> None:
         self.project_root = project_root
-        self.worker = subprocess.Popen(
-            [ARTMEM, "--config", str(config), "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "ARTMEM_E2E_KEY": KEY},
-        )
-        self.next_id = 0
-
-    def request(self, op: str, caller: dict | None = None, params: dict | None = None) -> dict:
-        self.next_id += 1
-        line = {"v": 1, "id": self.next_id, "op": op, "caller": caller, "params": params or {}}
-        self.worker.stdin.write(json.dumps(line) + "\n")
-        self.worker.stdin.flush()
-        reply = json.loads(self.worker.stdout.readline())
-        assert reply["id"] == self.next_id
-        return reply
+        self.worker = ServeProcess(config, {**os.environ, "ARTMEM_E2E_KEY": KEY})
+        self.request = self.worker.request
 
     def run_kernel(self, role: str, session_dir: Path) -> dict:
         env = {
@@ -84,10 +68,7 @@ class Host:
             kernel.stdout.close()
 
     def shutdown(self) -> str:
-        assert self.request("shutdown")["ok"]
-        out, err = self.worker.communicate(timeout=120)
-        assert self.worker.returncode == 0 and out == ""
-        return err
+        return self.worker.shutdown()
 
 
 def _bridge_result(reply: dict) -> dict:

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from conftest import fingerprint
 from host_helpers import caller, export, write_config
+from serve_helpers import ServeProcess as Worker
 
 from harness_plugin._serve import (
     DISCARD_PIECE_BYTES,
@@ -22,45 +19,10 @@ from harness_plugin._serve import (
     read_line,
 )
 
-ARTMEM = str(Path(sys.executable).parent / "artmem")
-
 
 @pytest.fixture
 def config(tmp_path):
     return write_config(tmp_path, "[tools]\nartifact_memory = true\n")[0]
-
-
-class Worker:
-    def __init__(self, config: Path) -> None:
-        self.proc = subprocess.Popen(
-            [ARTMEM, "--config", str(config), "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={k: v for k, v in os.environ.items() if not k.startswith("HONCHO")},
-        )
-
-    def send(self, request: object) -> None:
-        line = request if isinstance(request, str) else json.dumps(request)
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def read(self) -> dict:
-        return json.loads(self.proc.stdout.readline())
-
-    def ask(self, request: dict) -> dict:
-        self.send(request)
-        return self.read()
-
-    def end_input(self) -> None:
-        self.proc.stdin.close()
-        self.proc.stdin = None  # communicate() must not flush a closed pipe
-
-    def close(self) -> tuple[int, str]:
-        out, err = self.proc.communicate(timeout=60)
-        assert out == ""
-        return self.proc.returncode, err
 
 
 def _call(rid, name, arguments, who):

@@ -241,3 +241,44 @@ def test_a_card_entry_is_bound_to_its_card(ws, setup):
         entry.changed(target={"session_id": "artmem-cards-elsewhere", "kind": "cards"})
     with pytest.raises(ValueError):
         entry.changed(messages=[*entry.messages, *entry.messages])
+
+
+def test_a_queued_card_keeps_the_revision_its_state_is_about(ws, fake, setup, monkeypatch):
+    store, outbox, indexer = setup
+    card = _record(ws, store, "a.bin", b"x").card
+    indexer.admit(card, maybe_sent=False)
+    queued = store.load_card(card.experiment_id)
+    remote = project_card(card)
+    assert queued.index.projection_revision == remote.projection_revision
+    # The acknowledgement is matched against the kept revision: no projection on the way.
+    import indexer._cards as cards_module
+
+    def no_projection(_card):
+        raise AssertionError("the card was projected again")
+
+    monkeypatch.setattr(cards_module, "project_card", no_projection)
+    _worker(outbox, indexer, fake, [T0]).run_once()
+    indexed = store.load_card(card.experiment_id)
+    assert indexed.index.state is IndexState.INDEXED
+    assert indexed.index.projection_revision == remote.projection_revision
+
+
+def test_an_ack_after_a_crash_before_queued_still_indexes_the_card(ws, fake, setup):
+    # Admission wrote the outbox document, then the process died before marking the card
+    # queued: the card is pending, without a kept revision, and the delivery still counts.
+    store, outbox, indexer = setup
+    card = _record(ws, store, "a.bin", b"x").card
+    outbox.admit(indexer.entry_for(project_card(card), card, maybe_sent=False))
+    assert store.load_card(card.experiment_id).index.state is IndexState.PENDING
+    _worker(outbox, indexer, fake, [T0]).run_once()
+    assert store.load_card(card.experiment_id).index.state is IndexState.INDEXED
+
+
+def test_an_admission_does_not_mark_a_card_changed_in_between(ws, setup):
+    store, outbox, indexer = setup
+    first = _record(ws, store, "a.bin", b"x").card
+    _record(ws, store, "a.bin", b"x", title="Changed meanwhile")
+    admission = indexer.admit(first, maybe_sent=False)  # the projection of the old content
+    assert admission.queued  # the old revision's document is in the outbox all the same
+    current = store.load_card(first.experiment_id)
+    assert current.index.state is IndexState.PENDING and current.title == "Changed meanwhile"

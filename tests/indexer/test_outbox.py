@@ -126,11 +126,6 @@ def test_delivery_ids_are_validated_before_becoming_file_names(outbox):
         make_entry(1).changed(delivery_id="../x")
 
 
-def test_relative_state_root_is_refused():
-    with pytest.raises(OutboxError):
-        Outbox("relative")
-
-
 def test_entry_round_trip_and_due(outbox):
     entry = make_entry(1, parts=3)
     assert entry.due(T0)
@@ -138,3 +133,11 @@ def test_entry_round_trip_and_due(outbox):
     assert not later.due(T0) and later.last_error == "indexer.remote_unavailable"
     outbox.admit(later)
     assert outbox.pending() == [later]
+
+
+def test_a_relative_state_root_is_a_configuration_error_not_a_retryable_one():
+    from cards import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        Outbox("relative/state")
+    assert not caught.value.retryable and "relative/state" in caught.value.message

@@ -1,0 +1,36 @@
+"""What every command shares: its outcome, exit statuses, and how it opens the project's store."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+
+from cas import ProjectStore
+from harness_plugin import _shortids
+from harness_plugin._runtime import Runtime
+from harness_plugin.config import load_config
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A command's result: a JSON view for scripts, lines for people, and an exit status."""
+
+    view: dict[str, object]
+    lines: list[str]
+    status: int = EXIT_OK
+    silent: bool = False  # the command owned stdout itself (serve)
+
+
+def start(args: argparse.Namespace) -> tuple[Runtime, ProjectStore]:
+    """Validate the whole configuration (a missing Honcho key fails here) and pick the store.
+
+    An `experiment_id` argument is expanded here from a unique prefix to the full id.
+    """
+    runtime = Runtime(load_config(args.config))
+    store = runtime.stores[runtime.config.project_for(os.getcwd(), args.project)]
+    if getattr(args, "experiment_id", None) is not None:
+        args.experiment_id = _shortids.expand(store, args.experiment_id)
+    return runtime, store

@@ -1,0 +1,119 @@
+"""The operator's commands: `fsck`, `sync`, `status`, `serve` and `demo`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from cards import InvalidInput
+from cards.errors import HonchoDisabled
+from cas import fsck as fsck_store
+from harness_plugin import _views
+from harness_plugin._command import EXIT_ERROR, EXIT_OK, Outcome, start
+from harness_plugin._progress import progress_for
+from harness_plugin._runtime import Runtime
+from harness_plugin._status import status_lines, status_view
+from harness_plugin.config import load_config
+
+# -- fsck ---------------------------------------------------------------------------------
+
+
+def fsck_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="remove stale temp files and quarantine corrupt objects (never deletes objects)",
+    )
+
+
+def fsck(args: argparse.Namespace) -> Outcome:
+    from indexer import Outbox
+
+    runtime, store = start(args)
+    bar = progress_for(sys.stderr, "checking", enabled=not args.json)
+    try:
+        report = fsck_store(store, repair=args.repair, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    outbox = Outbox(runtime.config.state_root).check(repair=args.repair)
+    view = _views.fsck_view(report)
+    view["outbox"] = {
+        "ok": outbox.ok,
+        "valid": outbox.valid,
+        "corrupt": outbox.corrupt,
+        "moved": outbox.moved,
+        "foreign": outbox.foreign,
+        "permission_problems": list(outbox.permission_problems),
+    }
+    lines = _views.fsck_lines(view)
+    lines.append(
+        f"outbox: {outbox.valid} valid, {outbox.corrupt} corrupt ({outbox.moved} moved aside), "
+        f"{outbox.foreign} unrecognised"
+    )
+    lines += [f"  permissions: {problem}" for problem in outbox.permission_problems]
+    ok = report.ok and outbox.ok
+    return Outcome(view, lines, EXIT_OK if ok else EXIT_ERROR)
+
+
+# -- sync ---------------------------------------------------------------------------------
+
+
+def sync_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--deadline", type=float, help="seconds to keep delivering (default: config)")
+
+
+def sync(args: argparse.Namespace) -> Outcome:
+    runtime = Runtime(load_config(args.config))
+    if not runtime.config.honcho.enabled:
+        raise HonchoDisabled(
+            "Honcho indexing is disabled in the configuration ([honcho] enabled = false): "
+            "there is nothing to sync; local records, search and resolve need no sync"
+        )
+    if args.deadline is not None and not 0 < args.deadline <= 3600:
+        raise InvalidInput("--deadline must be between 0 and 3600 seconds")
+    report = runtime.sync(args.deadline)
+    view = _views.sync_view(report, runtime.outbox.stats() if runtime.outbox else None)
+    status = EXIT_OK if view["pending"] == 0 else EXIT_ERROR
+    return Outcome(view, _views.sync_lines(view), status)
+
+
+# -- status -------------------------------------------------------------------------------
+
+
+def no_args(p: argparse.ArgumentParser) -> None:
+    del p
+
+
+def status(args: argparse.Namespace) -> Outcome:
+    view = status_view(load_config(args.config), os.environ)
+    return Outcome(view, status_lines(view))
+
+
+# -- serve --------------------------------------------------------------------------------
+
+
+def serve(args: argparse.Namespace) -> Outcome:
+    from harness_plugin._serve import serve
+
+    runtime = Runtime(load_config(args.config))
+    return Outcome({}, [], serve(runtime, os.environ), silent=True)
+
+
+# -- demo ---------------------------------------------------------------------------------
+
+
+def demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--keep", action="store_true", help="keep the temporary workspace")
+
+
+def demo(args: argparse.Namespace) -> Outcome:
+    from harness_plugin._demo import run_demo  # pyarrow loads only for the demo
+
+    def say(line: str) -> None:
+        if not args.json:
+            print(line, flush=True)
+
+    steps = run_demo(keep=args.keep, say=say, bar_stream=sys.stderr, show_progress=not args.json)
+    return Outcome({"steps": steps}, [])
