@@ -12,6 +12,7 @@ from cards._ids import (
     SessionId,
     artifact_id_for_digest,
     experiment_id,
+    honcho_session_id,
     is_honcho_id,
     parse_artifact_id,
     parse_experiment_id,
@@ -23,11 +24,11 @@ from cards.canonical import canonical_json
 from cards.errors import (
     ArtifactError,
     ConfigError,
+    ConsentRefused,
     InvalidFilter,
     InvalidId,
     InvalidInput,
     InvalidRequest,
-    NotImplementedOp,
     NotOwner,
     ObjectMissing,
     OutboxError,
@@ -42,6 +43,7 @@ from cards.errors import (
     UnknownProject,
     UnknownTool,
     UnsupportedMediaType,
+    excerpt,
 )
 from cards.model import (
     CardMetadata,
@@ -63,10 +65,12 @@ from cards.remote import (
 )
 
 __all__ = [
+    "excerpt",
     "ArtifactError",
     "ArtifactId",
     "CardMetadata",
     "ConfigError",
+    "ConsentRefused",
     "DEFAULT_LIMITS",
     "ExperimentCardV1",
     "ExperimentId",
@@ -78,7 +82,6 @@ __all__ = [
     "InvalidInput",
     "InvalidRequest",
     "Limits",
-    "NotImplementedOp",
     "NotOwner",
     "ObjectMissing",
     "OutboxError",
@@ -104,6 +107,7 @@ __all__ = [
     "conversation_delivery_id",
     "dump_card",
     "experiment_id",
+    "honcho_session_id",
     "freshness_verdict",
     "is_honcho_id",
     "parse_artifact_id",

@@ -8,6 +8,37 @@ from __future__ import annotations
 
 import enum
 
+MAX_MESSAGE_CHARS = 1000  # an error message is for a person; nothing in it is data
+EXCERPT_CHARS = 60
+
+
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """A short, escaped rendering of a value a caller or a file supplied, for an error message.
+
+    Strings are quoted with every non-printable character escaped (controls, bidi overrides,
+    invisible characters) and cut at `limit` characters; numbers and None are shown; anything
+    else (a hostile card may hold a list or an object where a version belongs) only by its type.
+    """
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return f"{value[:limit]!r}… ({len(value)} characters)"
+    if value is None or isinstance(value, bool | float):
+        return repr(value)
+    if isinstance(value, int):
+        text = str(value) if value.bit_length() < 64 else f"<int of {value.bit_length()} bits>"
+        return text
+    return f"<{type(value).__name__}>"
+
+
+def _printable(message: str) -> str:
+    """`message` with non-printable characters escaped and its length bounded."""
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + "… (message truncated)"
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
 
 class ErrorCode(enum.StrEnum):
     """Stable error codes: part of the public contract of the CLI and the tools."""
@@ -18,7 +49,6 @@ class ErrorCode(enum.StrEnum):
     UNKNOWN_PROJECT = "input.unknown_project"
     UNKNOWN_TOOL = "input.unknown_tool"
     INVALID_REQUEST = "input.invalid_request"
-    NOT_IMPLEMENTED = "worker.not_implemented"
     SHUTTING_DOWN = "worker.shutting_down"
     WORKER_INTERNAL = "worker.internal"
     TOOL_FAILED = "client.tool_failed"
@@ -59,6 +89,7 @@ class ErrorCode(enum.StrEnum):
     HONCHO_DISABLED = "indexer.disabled"
     OUTBOX_CORRUPT = "indexer.outbox_corrupt"
     SLICE_TIMEOUT = "slice.timeout"
+    CONSENT_REFUSED = "memory.consent_refused"
 
 
 class ArtifactError(Exception):
@@ -73,8 +104,13 @@ class ArtifactError(Exception):
         self.message = message
 
     def to_dict(self) -> dict[str, str]:
-        """The content-free error shape the CLI and tools print."""
-        return {"code": str(self.code), "message": self.message}
+        """The content-free error shape the CLI and tools print.
+
+        The message is printed as a person can read it safely whatever reached it: bounded, with
+        control and other non-printable characters escaped (a last line of defence behind
+        `excerpt`, which every message quoting an outside value uses).
+        """
+        return {"code": str(self.code), "message": _printable(self.message)}
 
 
 class InvalidInput(ArtifactError, ValueError):

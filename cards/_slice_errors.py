@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cards._error_root import ArtifactError, ErrorCode, InvalidInput, LimitExceeded
+from cards._error_root import ArtifactError, ErrorCode, InvalidInput, LimitExceeded, excerpt
 
 _LISTED_COLUMNS = 20
 
@@ -39,12 +39,12 @@ class UnknownColumn(InvalidInput):
     def __init__(
         self, column: str, available: Sequence[str], *, position: int | None = None
     ) -> None:
-        shown = ", ".join(repr(name) for name in available[:_LISTED_COLUMNS])
+        shown = ", ".join(excerpt(name) for name in available[:_LISTED_COLUMNS])
         more = len(available) - _LISTED_COLUMNS
         if more > 0:
             shown += f", and {more} more"
         where = "" if position is None else f" (at position {position})"
-        super().__init__(f"no single column named {column[:200]!r}{where}; available: {shown}")
+        super().__init__(f"no single column named {excerpt(column)}{where}; available: {shown}")
         self.column = column
         self.available = tuple(available)
         self.position = position
@@ -57,7 +57,7 @@ class UnsupportedMediaType(InvalidInput):
 
     def __init__(self, media_type: str, supported: Sequence[str]) -> None:
         names = ", ".join(supported)
-        super().__init__(f"cannot slice media type {media_type!r}; supported: {names}")
+        super().__init__(f"cannot slice media type {excerpt(media_type)}; supported: {names}")
         self.media_type = media_type
         self.supported = tuple(supported)
 

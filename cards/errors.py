@@ -16,7 +16,6 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     │   │   └── FilterTypeError                  slice.filter_type
     │   ├── UnknownColumn                        slice.unknown_column
     │   └── UnsupportedMediaType                 slice.unsupported_media_type
-    ├── NotImplementedOp (NotImplementedError)   worker.not_implemented
     ├── ShuttingDown (RuntimeError, retryable)   worker.shutting_down
     ├── WorkerInternal (RuntimeError)            worker.internal
     ├── ToolFailed (RuntimeError)                <the host's code>, else client.tool_failed
@@ -45,6 +44,7 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     ├── OutboxError (OSError, retryable)         indexer.outbox_io
     ├── NotOwner (RuntimeError)                  indexer.not_owner
     ├── HonchoDisabled (RuntimeError)            indexer.disabled
+    ├── ConsentRefused (PermissionError)         memory.consent_refused
     └── RemoteError                              (the Honcho side; never stops local work)
         ├── RemoteUnavailable (ConnectionError, retryable)   indexer.remote_unavailable
         ├── CircuitOpen (ConnectionError, retryable)         indexer.circuit_open
@@ -63,6 +63,7 @@ from cards._error_root import ArtifactError as ArtifactError
 from cards._error_root import ErrorCode as ErrorCode
 from cards._error_root import InvalidInput as InvalidInput
 from cards._error_root import LimitExceeded as LimitExceeded
+from cards._error_root import excerpt as excerpt
 from cards._slice_errors import FilterSyntaxError as FilterSyntaxError
 from cards._slice_errors import FilterTypeError as FilterTypeError
 from cards._slice_errors import InvalidFilter as InvalidFilter
@@ -101,12 +102,6 @@ class InvalidRequest(InvalidInput):
     """A worker request is malformed: not JSON, wrong version, missing caller, unknown op."""
 
     code = ErrorCode.INVALID_REQUEST
-
-
-class NotImplementedOp(ArtifactError, NotImplementedError):
-    """The worker knows this op but does not implement it yet."""
-
-    code = ErrorCode.NOT_IMPLEMENTED
 
 
 class ShuttingDown(ArtifactError, RuntimeError):
@@ -297,6 +292,12 @@ class RemoteRejected(RemoteError, ValueError):
     """Honcho permanently rejected the request (422, 4xx, invalid ids): dead-letter it."""
 
     code = ErrorCode.REMOTE_REJECTED
+
+
+class ConsentRefused(ArtifactError, PermissionError):
+    """A memory note was not grounded in the person's latest message of the calling session."""
+
+    code = ErrorCode.CONSENT_REFUSED
 
 
 class HonchoDisabled(ArtifactError, RuntimeError):

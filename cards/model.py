@@ -29,7 +29,7 @@ from cards._ids import (
     experiment_id,
 )
 from cards.canonical import canonical_json
-from cards.errors import CardInvalid, InvalidInput, UnsupportedVersion
+from cards.errors import CardInvalid, InvalidInput, UnsupportedVersion, excerpt
 from cards.policy import DEFAULT_LIMITS, Limits
 
 CARD_SCHEMA_VERSION: Literal[1] = 1
@@ -257,12 +257,14 @@ def _raise_unsupported_version(raw: bytes) -> None:
         return
     version = document.get("schema_version")
     if version != CARD_SCHEMA_VERSION:
-        raise UnsupportedVersion(f"unsupported card schema_version {version!r}", version=version)
+        raise UnsupportedVersion(
+            f"unsupported card schema_version {excerpt(version)}", version=version
+        )
     artifact = document.get("artifact")
     if isinstance(artifact, dict) and artifact.get("schema_version") != ARTIFACT_SCHEMA_VERSION:
         version = artifact.get("schema_version")
         raise UnsupportedVersion(
-            f"unsupported artifact schema_version {version!r}", version=version
+            f"unsupported artifact schema_version {excerpt(version)}", version=version
         )
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cards.model import CardMetadata, IndexState, Label
 from cards.policy import DEFAULT_LIMITS, Freshness
+from cards.wire_memory import RecalledItem
 
 _IN = ConfigDict(extra="forbid", frozen=True, strict=True)
 _OUT = ConfigDict(extra="forbid", frozen=True)
@@ -194,6 +195,9 @@ class SearchResult(BaseModel):
     hits: list[SearchHit]
     remote: RemoteView
     skipped_cards: int
+    # This project's conversational memory of the person (Honcho only; kinds exchange, note
+    # and correction, never mixed with the experiment cards above).
+    conversation: list[RecalledItem] = []
 
 
 class StatusArgs(BaseModel):

@@ -129,7 +129,11 @@ def open_export(
         try:
             st = _checked_stat(fd)
             if require_owner and st.st_uid != session_uid:
-                raise ForeignOwner("the source file is not owned by the kernel session's owner")
+                raise ForeignOwner(
+                    f"the source file belongs to uid {st.st_uid}, not to uid {session_uid} who "
+                    "owns the session directory: only a kernel's own exports are recorded "
+                    "(where kernels write as another user, set [ingest] require_owner = false)"
+                )
             yield ExportSource(fd=fd, dir_fd=dir_fd, name=parts[-1], st=st)
         finally:
             os.close(fd)

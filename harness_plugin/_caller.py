@@ -42,6 +42,36 @@ class Caller(BaseModel):
         return self.session_id if self.agent_kind == "root" else None
 
 
+class SessionCaller(BaseModel):
+    """The caller of a session-level request (`events/append`, `recall/first-step`).
+
+    The same host-supplied identity as a tool caller; call ids are optional, since an event or
+    a step is not a tool call.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    session_id: Annotated[SessionId, AfterValidator(parse_session_id)]
+    cwd: Annotated[str, Field(max_length=4096), AfterValidator(_absolute)]
+    agent_kind: Literal["root", "child"]
+    call_id: CallId | None = None
+    root_call_id: CallId | None = None
+
+
+def parse_session_caller(document: object) -> SessionCaller:
+    """Validate the host-supplied caller of a session-level request.
+
+    Raises:
+        InvalidRequest: the caller is missing or malformed (the message names fields only).
+    """
+    if document is None:
+        raise InvalidRequest("this op needs a caller supplied by the host")
+    try:
+        return SessionCaller.model_validate(document)
+    except ValidationError as exc:
+        raise InvalidRequest(f"invalid caller: {validation_message(exc)}") from exc
+
+
 def parse_caller(document: object) -> Caller:
     """Validate the host-supplied caller of a request.
 

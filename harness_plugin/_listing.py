@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from cards import ExperimentCardV1, InvalidInput
+from cards import ExperimentCardV1, InvalidInput, excerpt
 from cards.errors import IntegrityError
 from cas import ProjectStore, write_new
 from harness_plugin._views import human_size, iso
@@ -47,7 +47,7 @@ def parse_since(text: str) -> datetime:
     try:
         day = datetime.strptime(text, "%Y-%m-%d")
     except ValueError:
-        raise InvalidInput(f"--since must be a date YYYY-MM-DD, got {text!r}") from None
+        raise InvalidInput(f"--since must be a date YYYY-MM-DD, got {excerpt(text)}") from None
     return day.replace(tzinfo=UTC)
 
 

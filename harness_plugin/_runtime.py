@@ -80,6 +80,7 @@ class Runtime:
             assistant_peer_id=honcho.assistant_peer_id,
             timeout_s=honcho.timeout_s,
             create_workspace=honcho.create_workspace,
+            observe_assistant=self.config.capture.observe_assistant,
         )
         return HonchoMemoryService(settings, honcho.api_key(self.environ), self.transport)
 

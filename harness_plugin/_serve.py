@@ -31,11 +31,10 @@ import orjson
 from cards import (
     ArtifactError,
     InvalidRequest,
-    NotImplementedOp,
     NotOwner,
     ShuttingDown,
 )
-from harness_plugin._caller import parse_caller
+from harness_plugin._caller import parse_caller, parse_session_caller
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_view
 from harness_plugin._tools import ToolHost
@@ -215,6 +214,12 @@ class JsonlWorker:
         if op == "tools/call":
             pool.submit(self._guarded, request_id, lambda: _call(host, caller, params))
             return
+        if op == "events/append":  # here, in order: a turn's events must be seen in sequence
+            self._guarded(request_id, lambda: _append(host, caller, params))
+            return
+        if op == "recall/first-step":  # may wait on Honcho up to its deadline: not on the reader
+            pool.submit(self._guarded, request_id, lambda: _first_step(host, caller, params))
+            return
         self._guarded(request_id, lambda: self._simple(op, host))
 
     def _simple(self, op: str, host: ToolHost) -> object:
@@ -225,8 +230,6 @@ class JsonlWorker:
             return {"tools": [tool.describe() for tool in host.tools.values()]}
         if op == "status":
             return {**status_view(self.runtime.config, self.environ), "calls": host.metrics()}
-        if op in ("events/append", "recall/first-step"):
-            raise NotImplementedOp(f"{op} is not implemented yet (conversational memory)")
         raise InvalidRequest("unknown op")
 
     def _guarded(self, request_id: object, work: Callable[[], object]) -> None:
@@ -273,6 +276,21 @@ def _call(host: ToolHost, caller: object, params: Mapping[str, object]) -> objec
     if not isinstance(name, str):
         raise InvalidRequest("tools/call needs params.name")
     return host.call(name, params.get("arguments"), who)
+
+
+def _append(host: ToolHost, caller: object, params: Mapping[str, object]) -> object:
+    who = parse_session_caller(caller)
+    if host.memory is None:
+        return {"accepted": False, "captured": None, "skipped": "capture.off"}
+    root = who.agent_kind == "root"
+    return host.memory.append(who.session_id, who.cwd, root, params.get("event"))
+
+
+def _first_step(host: ToolHost, caller: object, params: Mapping[str, object]) -> object:
+    who = parse_session_caller(caller)
+    if host.memory is None:
+        return {"inject": None, "reason": "recall.off"}
+    return host.memory.first_step(who.session_id, who.cwd, who.agent_kind == "root", params)
 
 
 def read_line(stream: BinaryIO, limit: int) -> bytes | Oversized | None:

@@ -1,9 +1,9 @@
 """The host tool surface: a registry of tools, each a pydantic-typed function of (caller, args).
 
-Only these exist: `memory_artifact_record` and `memory_artifact_resolve` (when artifact memory is
-enabled), `memory_search` and `memory_status`. There is no delete, purge, arbitrary-path read,
-arbitrary-scope or raw-Honcho tool in any configuration; the conversational tools will slot into
-the same registry.
+Only these exist: `memory_search` and `memory_status` always; `memory_recall`, `memory_record`
+and `memory_correct` when Honcho is enabled (they need it); `memory_artifact_record` and
+`memory_artifact_resolve` when artifact memory is enabled. There is no forget, delete, purge,
+arbitrary-path read, arbitrary-scope or raw-Honcho tool in any configuration.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from cards import ArtifactError, InvalidInput, UnknownTool, validation_message, wire
+from cards import ArtifactError, InvalidInput, UnknownTool, validation_message, wire, wire_memory
 from cas import Provenance
 from harness_plugin import _views
 from harness_plugin._caller import Caller
 from harness_plugin._catalogs import LiveCatalog
 from harness_plugin._hybrid import Hit, hybrid_search
+from harness_plugin._memory import ConversationMemory
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_view
 from indexer import CardSearch
@@ -70,12 +71,22 @@ class ToolHost:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
-        self.tools = registry(self.runtime.config.tools.artifact_memory)
-        self._pool = ThreadPoolExecutor(4, thread_name_prefix="artmem-remote-search")
         honcho = self.runtime.config.honcho.enabled
+        self.tools = registry(self.runtime.config.tools.artifact_memory, conversation=honcho)
+        self._pool = ThreadPoolExecutor(4, thread_name_prefix="artmem-remote-search")
         self.search_service: HonchoMemoryService | None = self.runtime.service() if honcho else None
         for project_id, store in self.runtime.stores.items():  # the index is built at start
             self.catalogs[project_id] = LiveCatalog(store)
+        self.memory: ConversationMemory | None = None
+        if self.search_service is not None:
+            self._memory_pool = ThreadPoolExecutor(4, thread_name_prefix="artmem-recall")
+            self.memory = ConversationMemory(
+                self.runtime,
+                self.search_service,
+                self._memory_pool,
+                catalogs=self.catalogs,
+                on_admitted=self.on_admitted,
+            )
 
     def call(self, name: str, arguments: object, caller: Caller) -> dict[str, object]:
         """Validate and run one tool call for `caller`; the project comes from its cwd.
@@ -107,9 +118,12 @@ class ToolHost:
             self.counters[event] += 1
 
     def metrics(self) -> dict[str, int]:
-        """The counters so far, by event name."""
+        """The counters so far, by event name (tool calls, capture, recall, consent)."""
         with self._lock:
-            return dict(sorted(self.counters.items()))
+            counts = dict(self.counters)
+        if self.memory is not None:
+            counts |= self.memory.metrics()
+        return dict(sorted(counts.items()))
 
     def project_of(self, caller: Caller) -> str:
         """The configured project whose root holds the caller's working directory."""
@@ -118,12 +132,17 @@ class ToolHost:
     def close(self) -> None:
         """Release threads and connections."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.memory is not None:
+            self._memory_pool.shutdown(wait=False, cancel_futures=True)
         if self.search_service is not None:
             self.search_service.close()
 
 
-def registry(artifact_memory: bool) -> dict[str, Tool]:
-    """The tools of a configuration: the artifact tools are absent unless enabled."""
+def registry(artifact_memory: bool, *, conversation: bool = False) -> dict[str, Tool]:
+    """The tools of a configuration.
+
+    The artifact tools are absent unless enabled, the conversational ones unless Honcho is.
+    """
     tools = [
         Tool(
             "memory_search",
@@ -141,6 +160,33 @@ def registry(artifact_memory: bool) -> dict[str, Tool]:
             _status,
         ),
     ]
+    if conversation:
+        tools += [
+            Tool(
+                "memory_recall",
+                "Ask memory a focused question about the user's stated preferences and this "
+                "project's earlier decisions; returns bounded, dated items." + _HINT,
+                wire_memory.RecallArgs,
+                wire_memory.RecallResult,
+                _recall,
+            ),
+            Tool(
+                "memory_record",
+                "Record a durable preference, decision or fact that the user stated in their "
+                "latest message (quote their words; anything else is refused).",
+                wire_memory.RecordArgs,
+                wire_memory.NoteResult,
+                _note,
+            ),
+            Tool(
+                "memory_correct",
+                "Record a correction the user stated in their latest message (quote it); it "
+                "supersedes older memory and deletes nothing.",
+                wire_memory.CorrectArgs,
+                wire_memory.NoteResult,
+                _correct,
+            ),
+        ]
     if artifact_memory:
         tools += [
             Tool(
@@ -192,6 +238,9 @@ def _resolve(host: ToolHost, caller: Caller, args: wire.ResolveArgs) -> BaseMode
 
 def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> BaseModel:
     project = host.project_of(caller)
+    conversation = None
+    if host.memory is not None:
+        conversation = host._pool.submit(host.memory.search, caller.cwd, args.query, args.limit)
     remote = None
     if host.search_service is not None:
         service = host.search_service
@@ -218,6 +267,7 @@ def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> BaseModel:
             dropped_wrong_project=outcome.remote_dropped,
         ),
         skipped_cards=outcome.skipped_cards,
+        conversation=conversation.result() if conversation is not None else [],
     )
 
 
@@ -238,3 +288,26 @@ def _status(host: ToolHost, caller: Caller, args: wire.StatusArgs) -> BaseModel:
     del caller, args
     view = status_view(host.runtime.config, host.environ)
     return wire.StatusResult.model_validate({**view, "calls": host.metrics()})
+
+
+def _memory(host: ToolHost) -> ConversationMemory:
+    assert host.memory is not None  # the conversational tools exist only with Honcho
+    return host.memory
+
+
+def _recall(host: ToolHost, caller: Caller, args: wire_memory.RecallArgs) -> BaseModel:
+    return _memory(host).recall_tool(caller.cwd, args)
+
+
+def _note(host: ToolHost, caller: Caller, args: wire_memory.RecordArgs) -> BaseModel:
+    root = caller.agent_kind == "root"
+    extra = {"note_kind": str(args.kind)}
+    return _memory(host).note(caller.session_id, caller.cwd, root, args.content, kind="note",
+                              extra=extra)  # fmt: skip
+
+
+def _correct(host: ToolHost, caller: Caller, args: wire_memory.CorrectArgs) -> BaseModel:
+    root = caller.agent_kind == "root"
+    extra = {"supersedes": args.supersedes} if args.supersedes else {}
+    return _memory(host).note(caller.session_id, caller.cwd, root, args.content,
+                              kind="correction", extra=extra)  # fmt: skip

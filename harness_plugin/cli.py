@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
@@ -15,6 +16,7 @@ from cards import (
     InvalidInput,
     ObjectMissing,
     SourceMissing,
+    excerpt,
     parse_metadata,
     parse_session_id,
 )
@@ -39,8 +41,15 @@ class _Parser(argparse.ArgumentParser):
     """An argparse parser that raises instead of exiting, so `--json` can report the error."""
 
     def error(self, message: str) -> NoReturn:
-        """Raise the parse error as a typed error (argparse would print usage and exit 2)."""
+        """Raise the parse error as a typed error (argparse would print usage and exit 2).
+
+        argparse quotes the offending value whole (with `repr`): a long one is cut short.
+        """
+        message = _LONG_QUOTED.sub(lambda m: f"{m.group(1)}…'", message)
         raise UsageError(f"{self.prog}: {message}", self.format_usage())
+
+
+_LONG_QUOTED = re.compile(r"('(?:[^'\\]|\\.){60})(?:[^'\\]|\\.)+'")  # as cards.excerpt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,7 +101,7 @@ def _fail(as_json: bool, exc: ArtifactError) -> int:
     if as_json:
         sys.stdout.write(orjson.dumps({"error": exc.to_dict()}).decode() + "\n")
     else:
-        print(f"artmem: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        print(f"artmem: error [{exc.code}]: {exc.to_dict()['message']}", file=sys.stderr)
     return EXIT_ERROR
 
 
@@ -216,7 +225,7 @@ def _record(args: argparse.Namespace) -> Outcome:
         )
     except SourceMissing as exc:
         exports = os.path.join(runtime.config.rlm_root, "sessions", session, "exports")
-        exc.message += f" (session {session!r}: expected the file in {exports}/)"
+        exc.message += f" (session {excerpt(session)}: expected the file in {exports}/)"
         raise
     finally:
         if bar is not None:

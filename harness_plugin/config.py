@@ -27,6 +27,12 @@ from cards import (
 )
 from cas import IntegrityMode, ProjectStore
 from cas.slicing import DEFAULT_SLICE_LIMITS, SliceLimits
+from harness_plugin._memory_config import (
+    CaptureConfig,
+    CaptureMode,
+    RecallConfig,
+    RecallMode,
+)
 
 CONFIG_ENV = "ARTMEM_CONFIG"
 MAX_CONFIG_BYTES = 1 << 20
@@ -173,6 +179,17 @@ class ToolsConfig(BaseModel):
     artifact_memory: bool = False
 
 
+class IngestConfig(BaseModel):
+    """How strictly a kernel's export is checked before it is recorded."""
+
+    model_config = _STRICT
+
+    # A file to record must belong to the owner of its session directory, as a kernel's own
+    # exports do; a file renamed into `exports/` by another user is refused. Turn this off only
+    # where kernels legitimately write as another user than the one owning session directories.
+    require_owner: bool = True
+
+
 class Config(BaseModel):
     """The whole configuration file."""
 
@@ -187,9 +204,24 @@ class Config(BaseModel):
     honcho: HonchoConfig = HonchoConfig()
     tools: ToolsConfig = ToolsConfig()
     slice: SliceConfig = SliceConfig()
+    ingest: IngestConfig = IngestConfig()
+    capture: CaptureConfig = CaptureConfig()
+    recall: RecallConfig = RecallConfig()
 
     @model_validator(mode="after")
     def _roots_are_safe(self) -> Self:
+        needs_honcho = [
+            name
+            for name, on in (
+                ("capture", self.capture.mode is not CaptureMode.OFF),
+                ("recall", self.recall.mode is not RecallMode.OFF),
+            )
+            if on
+        ]
+        if needs_honcho and not self.honcho.enabled:
+            raise ValueError(
+                f"[{needs_honcho[0]}] needs Honcho: set [honcho] enabled = true, or mode = off"
+            )
         roots = {"artifact_root": self.artifact_root, "rlm_root": self.rlm_root}
         roots["state_root"] = self.state_root
         for name, root in roots.items():
@@ -242,6 +274,7 @@ class Config(BaseModel):
             project_id,
             limits=self.effective_limits,
             integrity=self.integrity,
+            require_owner=self.ingest.require_owner,
             initial_index_state=IndexState.PENDING if self.honcho.enabled else IndexState.DISABLED,
         )
 

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
         message_fingerprint,
     )
     from indexer._outbox import Outbox, OutboxStats
-    from indexer._policy import RetryPolicy
-    from indexer._search import CardSearch, RemoteCardHit
+    from indexer._policy import CircuitBreaker, RetryPolicy
+    from indexer._search import CardSearch, MemoryHit, MemorySearch, RemoteCardHit, UserContext
     from indexer._worker import (
         DeliveryReport,
         DeliveryWorker,
@@ -43,8 +43,12 @@ _EXPORTS = {
     "Outbox": "indexer._outbox",
     "OutboxStats": "indexer._outbox",
     "RetryPolicy": "indexer._policy",
+    "CircuitBreaker": "indexer._policy",
     "CardSearch": "indexer._search",
     "RemoteCardHit": "indexer._search",
+    "MemoryHit": "indexer._search",
+    "MemorySearch": "indexer._search",
+    "UserContext": "indexer._search",
     "DeliveryReport": "indexer._worker",
     "DeliveryWorker": "indexer._worker",
     "Ownership": "indexer._worker",
@@ -57,11 +61,14 @@ __all__ = [
     "CardAdmission",
     "CardIndexer",
     "CardSearch",
+    "CircuitBreaker",
     "ConversationRef",
     "DeliveryReport",
     "DeliveryWorker",
     "HonchoMemoryService",
     "HonchoSettings",
+    "MemoryHit",
+    "MemorySearch",
     "OutboundMessage",
     "Outbox",
     "OutboxEntry",
@@ -71,6 +78,7 @@ __all__ = [
     "RemoteCardHit",
     "RetryPolicy",
     "SessionTarget",
+    "UserContext",
     "cards_session_id",
     "message_fingerprint",
     "read_status",

@@ -32,6 +32,7 @@ from cards import (
     canonical_json,
     card_delivery_id,
     conversation_delivery_id,
+    honcho_session_id,
     is_honcho_id,
     project_key,
     projection_revision,
@@ -93,12 +94,26 @@ def message_fingerprint(peer_id: str, content: str, metadata: dict[str, Metadata
 
 
 class SessionTarget(BaseModel):
-    """Where a delivery goes: one Honcho session, and what kind of session it is."""
+    """Where a delivery goes: one Honcho session, and what kind of session it is.
+
+    A conversation session belongs to one harness session, `dsh_session_id` (kept in the Honcho
+    session's metadata); its id is derived from it (DESIGN.md §3), which is checked here.
+    """
 
     model_config = _FROZEN
 
     session_id: HonchoId
     kind: Literal["cards", "conversation"]
+    dsh_session_id: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+
+    @model_validator(mode="after")
+    def _session_of_the_harness_session(self) -> Self:
+        if self.dsh_session_id is not None:
+            if self.kind != "conversation":
+                raise ValueError("only a conversation session belongs to a harness session")
+            if self.session_id != honcho_session_id(self.dsh_session_id):
+                raise ValueError("the session id is not the one the harness session gives")
+        return self
 
 
 class CardRef(BaseModel):

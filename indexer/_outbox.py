@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from cards import ArtifactError, ConfigError, OutboxError
+from cards import ArtifactError, ConfigError, OutboxError, excerpt
 from cas import atomic_write, read_small
 from indexer._entry import OutboxEntry, decode_entry, encode_entry, parse_delivery_id
 from indexer._outbox_dirs import (
@@ -109,7 +109,7 @@ class Outbox:
 
     def __init__(self, state_root: str) -> None:
         if not os.path.isabs(state_root):
-            raise ConfigError(f"the state root must be an absolute path, not {state_root[:200]!r}")
+            raise ConfigError(f"the state root must be an absolute path, not {excerpt(state_root)}")
         self.state_root = state_root
         self._seq_lock = threading.Lock()
         self._last_seq = 0

@@ -34,10 +34,13 @@ from cards import (
     parse_experiment_id,
 )
 from indexer._entry import OutboundMessage, SessionTarget, cards_session_id, parse_honcho_id
-from indexer._search import CardSearch, RemoteCardHit
+from indexer._search import CardSearch, MemoryHit, MemorySearch, RemoteCardHit, UserContext
 
 MAX_SEARCH_RESULTS = 100
 MAX_HIT_CONTENT_CHARS = 4_000
+MAX_CONTEXT_CHARS = 20_000
+MEMORY_LAYER = "conversation"  # the metadata `layer` of every conversational message
+MEMORY_KINDS = frozenset({"exchange", "note", "correction"})
 LIST_PAGE_SIZE = 100
 
 
@@ -51,6 +54,7 @@ class HonchoSettings:
     assistant_peer_id: str
     timeout_s: float = 5.0
     create_workspace: bool = False
+    observe_assistant: bool = False  # conversation sessions: derive the assistant's representation
 
 
 @contextlib.contextmanager
@@ -85,6 +89,7 @@ class HonchoMemoryService:
     _client: honcho.Honcho | None = field(default=None, init=False, repr=False)
     _http: httpx.Client | None = field(default=None, init=False, repr=False)
     _sessions: dict[str, honcho.Session] = field(default_factory=dict, init=False, repr=False)
+    _peer: honcho.Peer | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -156,6 +161,52 @@ class HonchoMemoryService:
                 hits.append(hit)
         return CardSearch(hits=hits, dropped=dropped)
 
+    def search_memory(self, project_id: str, query: str, limit: int) -> MemorySearch:
+        """Semantic search over the configured person's conversational memory in one project.
+
+        Filtered server-side by layer, project and user peer, and checked again here: a hit
+        of another project or person, or of an unknown shape, is dropped and counted.
+
+        Raises:
+            RemoteUnavailable, RemoteUnauthorized, RemoteRejected: as for `deliver`.
+        """
+        limit = max(1, min(limit, MAX_SEARCH_RESULTS))
+        user = self.settings.user_peer_id
+        scope = {"layer": MEMORY_LAYER, "project_id": project_id, "user_peer_id": user}
+        with honcho_errors():
+            found = self._sdk().search(query, filters={"metadata": scope}, limit=limit)
+        hits: list[MemoryHit] = []
+        dropped = 0
+        for message in found:
+            hit = _memory_hit(message, scope)
+            if hit is None:
+                dropped += 1
+            else:
+                hits.append(hit)
+        return MemorySearch(hits=hits, dropped=dropped)
+
+    def user_context(self) -> UserContext:
+        """The configured person's global representation and peer card (bounded).
+
+        Raises:
+            RemoteUnavailable, RemoteUnauthorized, RemoteRejected: as for `deliver`.
+        """
+        with honcho_errors():
+            context = self._user_peer().context()
+        representation = (context.representation or "")[:MAX_CONTEXT_CHARS]
+        card = [line[:MAX_HIT_CONTENT_CHARS] for line in (context.peer_card or [])[:50]]
+        return UserContext(representation=representation, peer_card=card)
+
+    def dialectic(self, question: str, timeout_s: float) -> str:
+        """Ask Honcho's dialectic endpoint about the configured person (slow: an LLM runs).
+
+        Raises:
+            RemoteUnavailable, RemoteUnauthorized, RemoteRejected: as for `deliver`.
+        """
+        with honcho_errors():
+            answer = self._user_peer().chat(question, reasoning_level="low", timeout=timeout_s)
+        return (answer or "")[:MAX_CONTEXT_CHARS]
+
     def close(self) -> None:
         """Release the HTTP connections."""
         with self._lock:
@@ -163,6 +214,7 @@ class HonchoMemoryService:
                 self._http.close()  # ours: the SDK never closes a client it was given
             self._http = None
             self._client = None
+            self._peer = None
             self._sessions.clear()
 
     # -- internals --------------------------------------------------------------------------
@@ -205,9 +257,32 @@ class HonchoMemoryService:
             if target.kind == "cards":
                 session = self._cards_session(client, session_id)
             else:
-                session = client.session(session_id)
+                session = self._conversation_session(client, target)
             self._sessions[session_id] = session
         return session
+
+    def _user_peer(self) -> honcho.Peer:
+        with self._lock:
+            peer = self._peer
+        if peer is None:
+            peer = self._sdk().peer(_checked_id(self.settings.user_peer_id))
+            with self._lock:
+                self._peer = peer
+        return peer
+
+    def _conversation_session(self, client: honcho.Honcho, target: SessionTarget) -> honcho.Session:
+        """A harness session's mirror: the person observed, the assistant only if configured."""
+        peers = [
+            (self.settings.user_peer_id, SessionPeerConfig(observe_me=True, observe_others=False)),
+            (
+                self.settings.assistant_peer_id,
+                SessionPeerConfig(observe_me=self.settings.observe_assistant, observe_others=False),
+            ),
+        ]
+        metadata: dict[str, object] | None = None
+        if target.dsh_session_id is not None:
+            metadata = {"source": "artmem", "dsh_session_id": target.dsh_session_id}
+        return client.session(target.session_id, metadata=metadata, peers=peers)
 
     def _cards_session(self, client: honcho.Honcho, session_id: str) -> honcho.Session:
         """A cards session: no derivation or summaries; the assistant peer is never observed."""
@@ -248,3 +323,24 @@ def _card_hit(metadata: dict[str, object], content: str, project_id: str) -> Rem
     except InvalidId:
         return None
     return RemoteCardHit(experiment, artifact, content[:MAX_HIT_CONTENT_CHARS])
+
+
+def _memory_hit(message: honcho.Message, scope: dict[str, str]) -> MemoryHit | None:
+    """A hit only if it is an artmem conversational message of exactly this project and person."""
+    metadata = dict(message.metadata or {})
+    if metadata.get("source") != "artmem" or any(metadata.get(k) != v for k, v in scope.items()):
+        return None
+    kind, role = metadata.get("kind"), metadata.get("role")
+    if kind not in MEMORY_KINDS or not isinstance(role, str) or role not in ("user", "assistant"):
+        return None
+    note_kind, supersedes = metadata.get("note_kind"), metadata.get("supersedes")
+    return MemoryHit(
+        kind=str(kind),
+        role=role,
+        content=message.content[:MAX_HIT_CONTENT_CHARS],
+        message_id=str(message.id)[:64],
+        honcho_session_id=str(message.session_id)[:512],
+        created_at=message.created_at.isoformat() if message.created_at else "",
+        note_kind=note_kind if isinstance(note_kind, str) else None,
+        supersedes=supersedes[:128] if isinstance(supersedes, str) else None,
+    )

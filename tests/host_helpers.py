@@ -11,7 +11,13 @@ KEY = "host-test-key-91c2"
 
 
 def host_config(
-    tmp: Path, *, honcho_url: str | None = None, artifact_memory: bool = True, **honcho
+    tmp: Path,
+    *,
+    honcho_url: str | None = None,
+    artifact_memory: bool = True,
+    capture: dict | None = None,
+    recall: dict | None = None,
+    **honcho,
 ):
     project_root = tmp / "work" / "trial"
     project_root.mkdir(parents=True, exist_ok=True)
@@ -36,6 +42,10 @@ def host_config(
             "timeout_s": 2,
             **honcho,
         }
+    if capture is not None:
+        document["capture"] = capture
+    if recall is not None:
+        document["recall"] = recall
     return config_from_mapping(document)
 
 

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 
+from cards import excerpt
 from cards.errors import FilterSyntaxError
 
 MAX_FILTER_CHARS = 4_000
@@ -342,7 +343,9 @@ class _Parser:
 
 def _need_column(operand: Operand, token: Token) -> Column:
     if isinstance(operand, Literal):
-        raise FilterSyntaxError(f"expected a column before {token.text!r}", position=operand.pos)
+        raise FilterSyntaxError(
+            f"expected a column before {excerpt(token.text)}", position=operand.pos
+        )
     return operand
 
 
@@ -360,7 +363,7 @@ def _temporal(kind: str, token: Token, pos: int) -> Literal:
     try:
         value = date.fromisoformat(text) if kind == "date" else datetime.fromisoformat(text)
     except ValueError as exc:
-        raise FilterSyntaxError(f"invalid {kind} {text!r}", position=token.pos) from exc
+        raise FilterSyntaxError(f"invalid {kind} {excerpt(text)}", position=token.pos) from exc
     return Literal(kind, value, pos)
 
 

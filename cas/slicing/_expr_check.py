@@ -19,6 +19,7 @@ from functools import reduce
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cards import excerpt
 from cards.errors import FilterTypeError, UnknownColumn
 from cas.slicing._expr import And, Column, Compare, InList, IsNull, Literal, Node, Not, Or, Truth
 
@@ -108,7 +109,7 @@ class _Converter:
         kind = column_kind(dtype)
         if kind is None:
             raise FilterTypeError(
-                f"column {column.name[:200]!r} of type {dtype} cannot be compared",
+                f"column {excerpt(column.name)} of type {dtype} cannot be compared",
                 position=column.pos,
             )
         return dtype, kind
@@ -146,7 +147,7 @@ class _Converter:
         dtype, kind = self.kind(node.column)
         if kind != "bool":
             raise FilterTypeError(
-                f"column {node.column.name[:200]!r} of type {dtype} is not a condition; "
+                f"column {excerpt(node.column.name)} of type {dtype} is not a condition; "
                 "compare it with a value",
                 position=node.column.pos,
             )

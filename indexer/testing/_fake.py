@@ -69,6 +69,7 @@ class FakeHoncho(_Handlers):
         self._workspaces: dict[str, _Workspace] = {}
         self._message_ids: set[str] = set()
         self._faults: list[_Fault] = []
+        self._holds: dict[RouteKind, threading.Event] = {}
         self._log: list[RecordedRequest] = []
         self._down = False
         # Server mode.
@@ -125,6 +126,34 @@ class FakeHoncho(_Handlers):
             kind: Only requests of this route kind; None for any route but ``/health``.
         """
         self._queue(n, _Fault("commit_then_fail", kind, status))
+
+    def hold(self, kind: RouteKind) -> threading.Event:
+        """Make requests of `kind` wait until the returned event is set (a slow server).
+
+        Deterministic slowness: a caller's deadline expires however fast the machine is, and
+        the test releases the requests afterwards. A held request waits at most
+        ``timeout_hold_s``.
+        """
+        with self._lock:
+            event = self._holds.setdefault(kind, threading.Event())
+        return event
+
+    def set_peer_memory(
+        self,
+        workspace: str,
+        peer: str,
+        *,
+        representation: str | None = None,
+        peer_card: list[str] | None = None,
+        chat_answer: str | None = None,
+    ) -> None:
+        """What the peer's context, representation and dialectic routes answer."""
+        with self._lock:
+            ws, _ = self._workspace(workspace)
+            stored, _ = self._peer(ws, peer)
+            stored.representation = representation
+            stored.peer_card = peer_card
+            stored.chat_answer = chat_answer
 
     def _queue(self, n: int, fault: _Fault) -> None:
         if n < 0:
@@ -349,6 +378,12 @@ class FakeHoncho(_Handlers):
         query = dict(parse_qsl(raw_query, keep_blank_values=True))
         body, body_ok = _decode_body(raw_body)
         path = "/" + "/".join(segments)
+        matched = _match(method, segments)
+        if not isinstance(matched, _Reply):
+            with self._lock:
+                held = self._holds.get(matched[0])
+            if held is not None:
+                held.wait(self.timeout_hold_s)  # outside the lock: other requests go on
         with self._lock:
             route = _match(method, segments)
             kind = None if isinstance(route, _Reply) else route[0]

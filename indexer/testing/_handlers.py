@@ -376,6 +376,33 @@ class _Handlers:
     ) -> _Reply:
         return self._search(params["ws"], None, body)
 
+    def _h_peer_context(
+        self, params: Mapping[str, str], _q: Mapping[str, str], _b: object
+    ) -> _Reply:
+        ws, _ = self._workspace(params["ws"])
+        peer, _ = self._peer(ws, params["p"])
+        memory = {"representation": peer.representation, "peer_card": peer.peer_card}
+        return _Reply(200, {"peer_id": peer.id, "target_id": peer.id} | memory)
+
+    def _h_peer_representation(
+        self, params: Mapping[str, str], _q: Mapping[str, str], body: object
+    ) -> _Reply:
+        _object(body, ["body"])
+        ws, _ = self._workspace(params["ws"])
+        peer, _ = self._peer(ws, params["p"])
+        return _Reply(200, {"representation": peer.representation or ""})
+
+    def _h_peer_chat(
+        self, params: Mapping[str, str], _q: Mapping[str, str], body: object
+    ) -> _Reply:
+        data = _object(body, ["body"])
+        query = data.get("query")
+        if not isinstance(query, str) or not 1 <= len(query) <= 10_000:
+            raise _HttpError(422, [{"type": "string_type", "loc": ["body", "query"]}])
+        ws, _ = self._workspace(params["ws"])
+        peer, _ = self._peer(ws, params["p"])
+        return _Reply(200, {"content": peer.chat_answer})
+
 
 _Handler: TypeAlias = Callable[["_Handlers", Mapping[str, str], Mapping[str, str], object], _Reply]
 
@@ -394,4 +421,7 @@ _HANDLERS: Final[Mapping[tuple[str, RouteKind], _Handler]] = {
     ("POST", "message_list"): _Handlers._h_message_list,
     ("POST", "session_search"): _Handlers._h_session_search,
     ("POST", "workspace_search"): _Handlers._h_workspace_search,
+    ("GET", "peer_context"): _Handlers._h_peer_context,
+    ("POST", "peer_representation"): _Handlers._h_peer_representation,
+    ("POST", "peer_chat"): _Handlers._h_peer_chat,
 }

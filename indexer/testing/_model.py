@@ -31,6 +31,9 @@ RouteKind: TypeAlias = Literal[
     "message_list",
     "session_search",
     "workspace_search",
+    "peer_context",
+    "peer_representation",
+    "peer_chat",
 ]
 """The kinds of route the fake serves; fault injection can target one of them."""
 
@@ -134,6 +137,10 @@ class _Peer:
     metadata: dict[str, object]
     configuration: dict[str, object]
     created_at: datetime
+    # What the fake answers for this peer's memory (a real server derives it; tests set it).
+    representation: str | None = None
+    peer_card: list[str] | None = None
+    chat_answer: str | None = None
 
 
 @dataclass

@@ -55,6 +55,13 @@ _ROUTES: Final[list[tuple[_Pattern, RouteKind, frozenset[str]]]] = [
         "session_search",
         frozenset({"POST"}),
     ),
+    (("v3", "workspaces", "{ws}", "peers", "{p}", "context"), "peer_context", frozenset({"GET"})),
+    (
+        ("v3", "workspaces", "{ws}", "peers", "{p}", "representation"),
+        "peer_representation",
+        frozenset({"POST"}),
+    ),
+    (("v3", "workspaces", "{ws}", "peers", "{p}", "chat"), "peer_chat", frozenset({"POST"})),
 ]
 
 

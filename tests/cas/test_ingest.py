@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from cards import SourceMissing
 from cards.errors import (
     ArtifactTooLarge,
+    ForeignOwner,
     HardLinked,
     NotRegularFile,
     PathEscape,
@@ -195,6 +196,19 @@ def test_unreadable_file_is_a_path_rejection(ws):
         pytest.skip("running with privileges that ignore file modes")
     with pytest.raises(PathRejected):
         _record_path(ws, ws.store(), "r.bin")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_file_owned_by_another_user_is_refused_unless_configured_off(ws):
+    # Someone else's file renamed into the kernel's exports/ (as the issue found): refused like
+    # a hard link, naming what was expected; a setup that says so may turn the check off.
+    path = ws.export("foreign.bin", b"not the kernel's")
+    os.chown(path, 4242, 4242)
+    with pytest.raises(ForeignOwner) as caught:
+        _record_path(ws, ws.store(), "foreign.bin")
+    assert "4242" in caught.value.message
+    recorded = _record_path(ws, ws.store(require_owner=False), "foreign.bin")
+    assert recorded.card.artifact.bytes == len(b"not the kernel's")
 
 
 class _Mutate:

@@ -410,6 +410,56 @@ def test_workspace_search(backend):
     assert [m.content for m in only] == ["cohort beta"]
 
 
+def test_workspace_search_with_a_metadata_filter_scopes_project_and_person(backend):
+    # What recall and memory_search send: containment of layer, project and person.
+    sdk = backend.sdk()
+    alice, bob = sdk.peer("alice"), sdk.peer("bob")
+    scope = {"layer": "conversation", "project_id": "p1", "user_peer_id": "alice"}
+    sdk.session("s-m1").add_messages([alice.message("cohorts stay at three", metadata=scope)])
+    sdk.session("s-m2").add_messages(
+        [
+            bob.message("cohorts stay at three", metadata={**scope, "user_peer_id": "bob"}),
+            alice.message("cohorts stay at three", metadata={**scope, "project_id": "p2"}),
+        ]
+    )
+    hits = sdk.search("cohorts", filters={"metadata": scope}, limit=10)
+    assert [(m.session_id, m.metadata["user_peer_id"]) for m in hits] == [("s-m1", "alice")]
+
+
+def test_session_metadata_and_peers_at_creation(backend):
+    # What a conversation session is created with: the harness session id, observed person.
+    sdk = backend.sdk()
+    session = sdk.session(
+        "dsh_contract",
+        metadata={"source": "artmem", "dsh_session_id": "main-session-1"},
+        peers=[
+            ("alice", SessionPeerConfig(observe_me=True, observe_others=False)),
+            ("artmem-assistant", SessionPeerConfig(observe_me=False, observe_others=False)),
+        ],
+    )
+    assert session.get_metadata() == {"source": "artmem", "dsh_session_id": "main-session-1"}
+    assert session.get_peer_configuration("artmem-assistant").observe_me is False
+
+
+def test_peer_context_and_dialectic_shapes(backend):
+    sdk = backend.sdk()
+    alice = sdk.peer("alice")
+    if backend.fake:
+        backend.fake.set_peer_memory(
+            backend.workspace, "alice", representation="- likes Parquet", peer_card=["Alice"],
+            chat_answer="She prefers Parquet.",
+        )  # fmt: skip
+    context = alice.context()
+    assert context.peer_id == "alice"
+    assert context.representation is None or isinstance(context.representation, str)
+    assert context.peer_card is None or all(isinstance(x, str) for x in context.peer_card)
+    if backend.fake:
+        assert context.representation == "- likes Parquet" and context.peer_card == ["Alice"]
+        assert alice.chat("what format?", reasoning_level="low", timeout=5) == (
+            "She prefers Parquet."
+        )
+
+
 def test_a_repeated_create_duplicates(backend):
     """No idempotency key exists: the duplicate defence must live in the client."""
     sdk = backend.sdk()
@@ -498,7 +548,7 @@ def test_unknown_routes_are_404_and_config_put_is_204(faked):
     sdk.session("s", peers=["alice"])
     client = faked.raw()
     auth = {"Authorization": f"Bearer {API_KEY}"}
-    assert client.get("/v3/workspaces/ws/peers/alice/context", headers=auth).status_code == 404
+    assert client.get("/v3/workspaces/ws/peers/alice/card", headers=auth).status_code == 404
     put = client.put(
         "/v3/workspaces/ws/sessions/s/peers/alice/config", json={"observe_me": False}, headers=auth
     )

@@ -162,3 +162,20 @@ def test_quoted_numbers_and_booleans_are_not_coerced(tmp_path, text, fragment):
 def test_a_trailing_slash_root_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="artifact_root.*trailing"):
         parse_config(_toml(tmp_path, artifact_root=str(tmp_path / "artifacts") + "/"))
+
+
+def test_the_owner_check_of_exports_is_on_unless_turned_off(tmp_path):
+    assert parse_config(_toml(tmp_path)).store("trial-analysis").require_owner
+    off = parse_config(_toml(tmp_path, "[ingest]\nrequire_owner = false\n"))
+    assert not off.store("trial-analysis").require_owner
+    with pytest.raises(ConfigError):
+        parse_config(_toml(tmp_path, '[ingest]\nrequire_owner = "no"\n'))
+    with pytest.raises(ConfigError):
+        parse_config(_toml(tmp_path, "[ingest]\nowner = false\n"))
+
+
+def test_the_readme_configuration_example_parses_as_written():
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    config = parse_config(block)
+    assert config.ingest.require_owner and config.slice.max_seconds == 30

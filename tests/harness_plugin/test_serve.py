@@ -83,7 +83,7 @@ def test_malformed_lines_get_errors_and_the_worker_keeps_going(config, tmp_path)
         codes[reply["id"]] = reply["error"]["code"]
     assert codes[None] == "input.invalid_request"
     assert codes[7] == "input.invalid_request" and codes[8] == "input.invalid_request"
-    assert codes[9] == "worker.not_implemented" and codes[10] == "input.unknown_tool"
+    assert codes[9] == "input.invalid_request" and codes[10] == "input.unknown_tool"
     assert codes[11] == "input.invalid"
     ok = worker.ask({"v": 1, "id": 12, "op": "hello", "caller": None})
     assert ok["ok"]

@@ -1,0 +1,198 @@
+"""Reading DSH session events (spec §11.1): one exchange per completed root turn, nothing else.
+
+A turn's exchange is its committed `user/message` events whose source is the person
+(`data.source.kind == "user"`), in order, and the turn's final textual `assistant/message` (its
+`text` parts only). Everything else is left out by construction: system and developer prompts
+and `request/*` (not messages), plugin-injected messages (our own recall among them: source
+`plugin`), tool calls and results (`tool-call` parts, `tool/*` events, source `tool`), images and
+attachments (not `text` parts), `assistant/chunk` partials, reasoning and compaction events. Text
+comes only from canonical content parts; an unknown object is never stringified.
+
+A turn is captured only when its `turn/end` says `completed` and this process saw the turn from
+its `turn/start`: a turn in flight when the worker restarted is skipped whole (its first events
+went to the previous process), never captured in part. Buffers are per exact session id and
+bounded (sessions, messages per turn, characters per message); a child session never captures.
+The person's latest message per session is kept for consent (`memory_record`) and recall.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from harness_plugin._conversation import Said
+
+MAX_KEPT_CHARS = 100_000  # per message, before the configured bound (which is lower)
+
+
+class Outcome(enum.StrEnum):
+    """What one event did (content-free; counted in status)."""
+
+    BUFFERED = "capture.buffered"
+    IGNORED = "capture.ignored"  # an event capture does not use
+    EXCLUDED_SOURCE = "capture.excluded_source"  # a message not from the person (plugin, tool)
+    CHILD = "capture.child_session"
+    REPLAYED = "capture.replayed"  # a sequence number already seen
+    INVALID = "capture.invalid_event"
+    NOT_COMPLETED = "capture.turn_not_completed"  # error, abort, cancellation
+    INCOMPLETE = "capture.incomplete_turn"  # started before this process saw it
+    NO_USER_MESSAGE = "capture.no_user_message"
+    NO_ASSISTANT_TEXT = "capture.no_assistant_text"
+    EXCHANGE = "capture.exchange"  # a completed turn: an exchange to admit
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """The person's latest committed message in a session (raw text, bounded)."""
+
+    turn: int | None
+    seq: int
+    text: str
+
+
+@dataclass
+class _Turn:
+    number: int
+    user: list[Said] = field(default_factory=list)
+    assistant: Said | None = None
+    dropped_messages: int = 0
+
+
+@dataclass
+class _Session:
+    last_seq: int = -1
+    turn: _Turn | None = None
+    latest_user: UserMessage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """The outcome of one event, and the exchange when a turn completed."""
+
+    outcome: Outcome
+    turn: int | None = None
+    said: tuple[Said, ...] = ()
+    dropped_messages: int = 0
+
+
+@dataclass
+class EventTracker:
+    """Per-session turn buffers fed by `events/append` (not thread-safe: one reader thread)."""
+
+    max_sessions: int = 256
+    max_turn_messages: int = 20
+    _sessions: OrderedDict[str, _Session] = field(default_factory=OrderedDict, init=False)
+
+    def append(self, session_id: str, *, root: bool, event: Mapping[str, object]) -> Seen:
+        """Take one DSH event of `session_id` (`root` from the host's caller)."""
+        kind, seq, data = event.get("type"), _count(event.get("seq")), event.get("data")
+        if not isinstance(kind, str) or seq is None or not isinstance(data, Mapping):
+            return Seen(Outcome.INVALID)
+        if not root:
+            return Seen(Outcome.CHILD)
+        session = self._session(session_id)
+        if seq <= session.last_seq:
+            return Seen(Outcome.REPLAYED)
+        session.last_seq = seq
+        if kind == "turn/start":
+            number = _count(data.get("turn"))
+            session.turn = _Turn(number) if number is not None else None
+            return Seen(Outcome.BUFFERED)
+        if kind == "user/message":
+            return self._user(session, seq, data)
+        if kind == "assistant/message":
+            return self._assistant(session, seq, data)
+        if kind == "turn/end":
+            return self._end(session, data)
+        return Seen(Outcome.IGNORED)
+
+    def latest_user(self, session_id: str) -> UserMessage | None:
+        """The person's latest committed message in `session_id`, if this process saw one."""
+        session = self._sessions.get(session_id)
+        return session.latest_user if session is not None else None
+
+    def _session(self, session_id: str) -> _Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = _Session()
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)  # its turn in flight is lost: never partial
+        else:
+            self._sessions.move_to_end(session_id)
+        return session
+
+    def _user(self, session: _Session, seq: int, data: Mapping[str, object]) -> Seen:
+        if _source_kind(data.get("source")) != "user":
+            return Seen(Outcome.EXCLUDED_SOURCE)
+        text = text_of(data.get("content"))
+        if not text:
+            return Seen(Outcome.IGNORED)  # an image or attachment alone
+        turn = session.turn
+        session.latest_user = UserMessage(turn.number if turn else None, seq, text)
+        if turn is not None:
+            if len(turn.user) < self.max_turn_messages:
+                turn.user.append(Said("user", seq, text))
+            else:
+                turn.dropped_messages += 1
+        return Seen(Outcome.BUFFERED)
+
+    def _assistant(self, session: _Session, seq: int, data: Mapping[str, object]) -> Seen:
+        message = data.get("message")
+        turn = session.turn
+        if not isinstance(message, Mapping) or turn is None or data.get("turn") != turn.number:
+            return Seen(Outcome.IGNORED)
+        if _source_kind(message.get("source")) != "model":
+            return Seen(Outcome.EXCLUDED_SOURCE)
+        text = text_of(message.get("content"))
+        if text:
+            turn.assistant = Said("assistant", seq, text)  # the last textual one is final
+        return Seen(Outcome.BUFFERED)
+
+    def _end(self, session: _Session, data: Mapping[str, object]) -> Seen:
+        turn, session.turn = session.turn, None
+        number = data.get("turn")
+        if turn is None or number != turn.number:
+            return Seen(Outcome.INCOMPLETE)
+        reason = data.get("reason")
+        if not isinstance(reason, Mapping) or reason.get("kind") != "completed":
+            return Seen(Outcome.NOT_COMPLETED, turn.number)
+        if not turn.user:
+            return Seen(Outcome.NO_USER_MESSAGE, turn.number)
+        if turn.assistant is None:
+            return Seen(Outcome.NO_ASSISTANT_TEXT, turn.number)
+        said = (*turn.user, turn.assistant)
+        return Seen(Outcome.EXCHANGE, turn.number, said, turn.dropped_messages)
+
+
+def text_of(content: object) -> str:
+    """The text of canonical content parts (`{"type": "text", "text": str}`), joined by newlines.
+
+    Any other part (images, files, tool calls and results, reasoning) contributes nothing, and
+    nothing that is not a list of parts is read at all.
+    """
+    if not isinstance(content, list):
+        return ""
+    texts: list[str] = []
+    size = 0
+    for part in content:
+        if isinstance(part, Mapping) and part.get("type") == "text":
+            text = part.get("text")
+            if isinstance(text, str) and text:
+                texts.append(text[: MAX_KEPT_CHARS - size])
+                size += len(texts[-1])
+                if size >= MAX_KEPT_CHARS:
+                    break
+    return "\n".join(texts)
+
+
+def _source_kind(source: object) -> object:
+    return source.get("kind") if isinstance(source, Mapping) else None
+
+
+def _count(value: object) -> int | None:
+    """`value` if it is a non-negative int (not a bool), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None

@@ -1,0 +1,316 @@
+"""The conversational layer of one worker: capture, first-step recall and the three memory tools.
+
+Everything on a caller's path is local: `events/append` reads an event, and for a completed root
+turn writes one outbox document (the delivery worker sends it later); it never waits on Honcho.
+Recall waits on Honcho only up to its deadline and fails open. Scope comes from the host's
+caller and the configuration, never from an argument.
+
+Consent, stronger than spec §14: `memory_record` and `memory_correct` accept only content that
+appears in the person's latest message of the calling root session (after normalisation and
+case folding). The model's own claims, text from another session and a child agent's call are
+refused with `memory.consent_refused`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from cards import (
+    ArtifactError,
+    ConsentRefused,
+    InvalidRequest,
+    OutboxError,
+    UnknownProject,
+    wire_memory,
+)
+from cards.redaction import normalise_text
+from cas import utc_now
+from harness_plugin._capture import EventTracker, Outcome
+from harness_plugin._catalogs import LiveCatalog
+from harness_plugin._conversation import Built, Identity, Said, Skip, build_entry
+from harness_plugin._memory_config import CaptureMode, RecallMode
+from harness_plugin._recall import Recall, RecallFailed, item_text
+from harness_plugin._runtime import Runtime
+from indexer import MemoryHit
+
+if TYPE_CHECKING:
+    from indexer.honcho_adapter import HonchoMemoryService
+
+_QUIET = {Outcome.BUFFERED, Outcome.IGNORED}
+
+
+@dataclass
+class ConversationMemory:
+    """Capture, recall and the memory tools over one runtime's outbox and Honcho client."""
+
+    runtime: Runtime
+    service: HonchoMemoryService
+    pool: Executor
+    catalogs: Mapping[str, LiveCatalog] = field(default_factory=dict)
+    on_admitted: Callable[[], None] = lambda: None
+    clock: Callable[[], datetime] = utc_now
+    counters: Counter[str] = field(default_factory=Counter)
+    tracker: EventTracker = field(init=False)
+    recall: Recall = field(init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        capture = self.runtime.config.capture
+        self.tracker = EventTracker(capture.max_sessions, capture.max_turn_messages)
+        self.recall = Recall(
+            self.runtime.config.recall,
+            lambda: self.service,
+            self.pool,
+            self.runtime.config.state_root,
+        )
+
+    # -- capture ------------------------------------------------------------------------------
+
+    def append(self, session_id: str, cwd: str, root: bool, event: object) -> dict[str, object]:
+        """Take one DSH event (`events/append`); admits an exchange when a root turn completed.
+
+        Raises:
+            InvalidRequest: `event` is not an object.
+        """
+        if not isinstance(event, Mapping):
+            raise InvalidRequest("events/append needs params.event, a DSH session event object")
+        with self._lock:  # one reader thread in the worker; the lock keeps direct callers safe
+            seen = self.tracker.append(session_id, root=root, event=event)
+        self.count(str(seen.outcome))
+        if seen.outcome is not Outcome.EXCHANGE:
+            skipped = None if seen.outcome in _QUIET else str(seen.outcome)
+            return {"accepted": seen.outcome is not Outcome.INVALID, "captured": None,
+                    "skipped": skipped}  # fmt: skip
+        assert seen.turn is not None
+        if self.runtime.config.capture.mode is CaptureMode.OFF:
+            return self._skipped("capture.off")
+        try:
+            who = self._identity(session_id, cwd)
+        except UnknownProject:
+            return self._skipped("capture.unknown_project")
+        if seen.dropped_messages:
+            self.count("capture.truncated_messages")
+        built = self._build(who, seen.turn, list(seen.said), kind="exchange")
+        if isinstance(built, Skip):
+            return self._skipped(str(built))
+        if not self._admit(built):
+            return self._skipped("capture.outbox_unavailable")
+        self.count("capture.captured")
+        return {"accepted": True, "captured": built.entry.delivery_id, "skipped": None}
+
+    # -- recall -------------------------------------------------------------------------------
+
+    def first_step(
+        self, session_id: str, cwd: str, root: bool, params: Mapping[str, object]
+    ) -> dict[str, object]:
+        """`recall/first-step`: the block to inject for this step, or null and a reason.
+
+        Raises:
+            InvalidRequest: `turn` or `step` is not a non-negative integer.
+        """
+        turn, step = params.get("turn"), params.get("step")
+        if not _count(turn) or not _count(step):
+            raise InvalidRequest("recall/first-step needs integer params.turn and params.step")
+        assert isinstance(turn, int) and isinstance(step, int)
+        if self.runtime.config.recall.mode is RecallMode.OFF:
+            return self._no_inject("recall.off")
+        try:
+            project = self.runtime.config.project_for(cwd)
+        except UnknownProject:
+            return self._no_inject("recall.unknown_project")
+        latest = self.tracker.latest_user(session_id)
+        query = latest.text if latest is not None and latest.turn == turn else None
+        injection, reason = self.recall.first_step(
+            session_id=session_id, project_id=project, root=root, turn=turn, step=step,
+            query=query, experiments=self._experiments(project),
+        )  # fmt: skip
+        if injection is None:
+            return {"inject": None, "reason": reason}
+        return {"inject": injection.to_dict(), "reason": None}
+
+    def recall_tool(self, cwd: str, args: wire_memory.RecallArgs) -> wire_memory.RecallResult:
+        """`memory_recall`: a bounded answer from the person's context and project memory."""
+        project = self.runtime.config.project_for(cwd)
+        try:
+            context, hits = self.recall.reads(project, args.question)
+        except RecallFailed as exc:
+            return wire_memory.RecallResult(status="unavailable", reason=exc.reason)
+        recalled = self.recall.bounded(context, hits)
+        items = [_item(hit, self.runtime.config.recall.max_item_chars) for hit in hits]
+        answer = self._dialectic(args.question) if self.runtime.config.recall.dialectic else None
+        return wire_memory.RecallResult(
+            status="ok",
+            global_context=list(recalled.global_items),
+            project=[item for item in items if item.text],
+            answer=answer,
+        )
+
+    # -- explicit notes -----------------------------------------------------------------------
+
+    def note(
+        self,
+        session_id: str,
+        cwd: str,
+        root: bool,
+        content: str,
+        *,
+        kind: str,
+        extra: dict[str, str],
+    ) -> wire_memory.NoteResult:
+        """`memory_record` (`kind` note) and `memory_correct` (`kind` correction).
+
+        Raises:
+            ConsentRefused: a child agent called, or `content` is not in the person's latest
+                message of this session.
+            UnknownProject: the caller's directory is in no configured project.
+        """
+        if not root:
+            self.count("memory.consent_refused.child")
+            raise ConsentRefused("only the root agent may record memory, not a child agent")
+        latest = self.tracker.latest_user(session_id)
+        if latest is None or not _grounded(content, latest.text):
+            self.count("memory.consent_refused.ungrounded")
+            raise ConsentRefused(
+                "memory records only what the user said: the content must appear in the user's "
+                "latest message of this session (quote it)"
+            )
+        who = self._identity(session_id, cwd)
+        said = [Said("user", latest.seq, content)]
+        built = self._build(who, latest.turn or 0, said, kind=kind, extra=extra)
+        if isinstance(built, Skip):
+            return wire_memory.NoteResult(recorded=False, reason=str(built))
+        if not self._admit(built):
+            return wire_memory.NoteResult(recorded=False, reason="capture.outbox_unavailable")
+        self.count(f"memory.{kind}")
+        return wire_memory.NoteResult(
+            recorded=True, delivery_id=built.entry.delivery_id, queued=True
+        )
+
+    def search(self, cwd: str, query: str, limit: int) -> list[wire_memory.RecalledItem]:
+        """Project-scoped conversational hits for `memory_search` (empty on any failure)."""
+        project = self.runtime.config.project_for(cwd)
+        future = self.pool.submit(self.service.search_memory, project, query, limit)
+        try:
+            found = future.result(timeout=self.runtime.config.honcho.search_timeout_s)
+        except (FutureTimeout, ArtifactError):
+            self.count("memory_search.conversation_unavailable")
+            return []
+        limit_chars = self.runtime.config.recall.max_item_chars
+        return [item for item in (_item(h, limit_chars) for h in found.hits) if item.text]
+
+    def metrics(self) -> dict[str, int]:
+        """Content-free counts: capture outcomes, recall, consent."""
+        with self._lock:
+            merged = Counter(self.counters) + Counter(self.recall.counters)
+        return dict(sorted(merged.items()))
+
+    def count(self, event: str) -> None:
+        """Count a content-free event."""
+        with self._lock:
+            self.counters[event] += 1
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _identity(self, session_id: str, cwd: str) -> Identity:
+        honcho = self.runtime.config.honcho
+        return Identity(
+            workspace_id=honcho.workspace_id,
+            user_peer_id=honcho.user_peer_id,
+            assistant_peer_id=honcho.assistant_peer_id,
+            project_id=self.runtime.config.project_for(cwd),
+            dsh_session_id=session_id,
+        )
+
+    def _build(
+        self,
+        who: Identity,
+        turn: int,
+        said: list[Said],
+        *,
+        kind: str,
+        extra: dict[str, str] | None = None,
+    ) -> Built | Skip:
+        assert self.runtime.outbox is not None
+        built = build_entry(
+            who, turn, said, kind=kind, limits=self.runtime.config.capture, now=self.clock(),
+            seq=self.runtime.outbox.next_seq(), extra=extra,
+        )  # fmt: skip
+        if isinstance(built, Skip):
+            self.count(str(built))
+        else:
+            if built.redactions:
+                self.count("capture.redacted")
+            if built.truncated:
+                self.count("capture.truncated")
+        return built
+
+    def _admit(self, built: Built) -> bool:
+        assert self.runtime.outbox is not None
+        try:
+            self.runtime.outbox.admit(built.entry)
+        except OutboxError:
+            return False
+        self.on_admitted()
+        return True
+
+    def _skipped(self, reason: str) -> dict[str, object]:
+        self.count(reason)
+        return {"accepted": True, "captured": None, "skipped": reason}
+
+    def _no_inject(self, reason: str) -> dict[str, object]:
+        self.count(reason)
+        return {"inject": None, "reason": reason}
+
+    def _experiments(self, project: str) -> Callable[[str], list[str]] | None:
+        config = self.runtime.config.recall
+        if not config.include_experiments:
+            return None
+        catalog = self.catalogs.get(project)
+        if catalog is None:
+            return None
+
+        def cards(query: str) -> list[str]:
+            lines = []
+            for hit in catalog.search(query[: config.max_query_chars], config.max_experiments):
+                card = hit.card
+                text, _ = item_text(f"{card.experiment_id}: {card.title}", config.max_item_chars)
+                lines.append(f"{text} (card, {card.created_at.date().isoformat()})")
+            return lines
+
+        return cards
+
+    def _dialectic(self, question: str) -> str | None:
+        timeout = self.runtime.config.recall.dialectic_timeout_ms / 1000
+        future = self.pool.submit(self.service.dialectic, question, timeout)
+        try:
+            answer = future.result(timeout=timeout)
+        except (FutureTimeout, ArtifactError):
+            self.count("memory_recall.dialectic_unavailable")
+            return None
+        text, _ = item_text(answer, self.runtime.config.recall.max_item_chars * 2)
+        return text or None
+
+
+def _grounded(content: str, latest: str) -> bool:
+    """Whether `content` appears in `latest` (normalised, whitespace collapsed, case folded)."""
+    needle = normalise_text(content, single_line=True).casefold()
+    return bool(needle) and needle in normalise_text(latest, single_line=True).casefold()
+
+
+def _item(hit: MemoryHit, limit: int) -> wire_memory.RecalledItem:
+    text, _ = item_text(hit.content, limit)
+    return wire_memory.RecalledItem(
+        text=text, kind=hit.kind, role=hit.role, note_kind=hit.note_kind,
+        supersedes=hit.supersedes, date=hit.created_at[:10] or None, message_id=hit.message_id,
+    )  # fmt: skip
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
