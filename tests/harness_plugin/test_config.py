@@ -179,3 +179,11 @@ def test_the_readme_configuration_example_parses_as_written():
     block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
     config = parse_config(block)
     assert config.ingest.require_owner and config.slice.max_seconds == 30
+
+
+def test_the_readme_conversational_sections_parse_with_the_main_example():
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    blocks = [part.split("```", 1)[0] for part in readme.split("```toml\n")[1:]]
+    assert len(blocks) == 2
+    config = parse_config(blocks[0] + "\n" + blocks[1])
+    assert config.capture.mode == "off" and config.recall.timeout_ms == 1500
