@@ -1,7 +1,10 @@
 """The pure core of artmem: identities, canonical JSON, card models, bounds and errors.
 
-Nothing here does I/O, reads the clock or draws randomness.
+Nothing here does I/O, reads the clock or draws randomness. The pydantic models (`cards.model`,
+`cards.remote`) load on first use (PEP 562), so `artmem --help` never builds them.
 """
+
+from typing import TYPE_CHECKING
 
 from cards._ids import (
     ArtifactId,
@@ -45,24 +48,42 @@ from cards.errors import (
     UnsupportedMediaType,
     excerpt,
 )
-from cards.model import (
-    CardMetadata,
-    ExperimentCardV1,
-    IndexState,
-    IndexStatus,
-    dump_card,
-    parse_card,
-    parse_metadata,
-    validation_message,
-)
 from cards.policy import DEFAULT_LIMITS, Freshness, Limits, freshness_verdict
-from cards.remote import (
-    RemoteCard,
-    card_delivery_id,
-    conversation_delivery_id,
-    project_card,
-    projection_revision,
-)
+
+if TYPE_CHECKING:
+    from cards.model import (
+        CardMetadata,
+        ExperimentCardV1,
+        IndexState,
+        IndexStatus,
+        dump_card,
+        parse_card,
+        parse_metadata,
+        validation_message,
+    )
+    from cards.remote import (
+        RemoteCard,
+        card_delivery_id,
+        conversation_delivery_id,
+        project_card,
+        projection_revision,
+    )
+
+_LAZY = {
+    "CardMetadata": "cards.model",
+    "ExperimentCardV1": "cards.model",
+    "IndexState": "cards.model",
+    "IndexStatus": "cards.model",
+    "dump_card": "cards.model",
+    "parse_card": "cards.model",
+    "parse_metadata": "cards.model",
+    "validation_message": "cards.model",
+    "RemoteCard": "cards.remote",
+    "card_delivery_id": "cards.remote",
+    "conversation_delivery_id": "cards.remote",
+    "project_card": "cards.remote",
+    "projection_revision": "cards.remote",
+}
 
 __all__ = [
     "excerpt",
@@ -121,3 +142,14 @@ __all__ = [
     "projection_revision",
     "validation_message",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cards' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -12,7 +12,11 @@ A turn is captured only when its `turn/end` says `completed` and this process sa
 its `turn/start`: a turn in flight when the worker restarted is skipped whole (its first events
 went to the previous process), never captured in part. Buffers are per exact session id and
 bounded (sessions, messages per turn, characters per message); a child session never captures.
-The person's latest message per session is kept for consent (`memory_record`) and recall.
+The person's latest message per session is kept for consent (`memory_record`) and recall. DSH
+commits step 1's `user/message` only after the `agent/pre-step` hook has run, so for recall the
+turn's words are taken earlier from the inbox: the `agent/inbox/spliced` event targeting the
+next turn with messages from the person, which precedes `turn/start`; that turn's `user/message`
+replaces it when it arrives.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class _Session:
     last_seq: int = -1
     turn: _Turn | None = None
     latest_user: UserMessage | None = None
+    spliced: tuple[int, str] | None = None  # the person's words waiting for the next turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +101,15 @@ class EventTracker:
         if seq <= session.last_seq:
             return Seen(Outcome.REPLAYED)
         session.last_seq = seq
+        if kind == "agent/inbox/spliced":
+            return self._spliced(session, seq, data)
         if kind == "turn/start":
             number = _count(data.get("turn"))
             session.turn = _Turn(number) if number is not None else None
+            if number is not None and session.spliced is not None:
+                spliced_seq, text = session.spliced
+                session.latest_user = UserMessage(number, spliced_seq, text)
+            session.spliced = None
             return Seen(Outcome.BUFFERED)
         if kind == "user/message":
             return self._user(session, seq, data)
@@ -122,6 +133,21 @@ class EventTracker:
         else:
             self._sessions.move_to_end(session_id)
         return session
+
+    def _spliced(self, session: _Session, seq: int, data: Mapping[str, object]) -> Seen:
+        """The person's queued words for the next turn (recall's query, never captured)."""
+        inserted = data.get("inserted")
+        if data.get("target") != "next-turn" or not isinstance(inserted, list) or not inserted:
+            return Seen(Outcome.IGNORED)  # e.g. the turn claiming its inbox: nothing inserted
+        texts = [
+            text_of(message.get("content"))
+            for message in inserted
+            if isinstance(message, Mapping) and _source_kind(message.get("source")) == "user"
+        ]
+        text = "\n".join(t for t in texts if t)
+        if text:
+            session.spliced = (seq, text)
+        return Seen(Outcome.IGNORED)
 
     def _user(self, session: _Session, seq: int, data: Mapping[str, object]) -> Seen:
         if _source_kind(data.get("source")) != "user":

@@ -6,6 +6,7 @@ import argparse
 import os
 from dataclasses import dataclass
 
+from cards import InvalidInput
 from cas import ProjectStore
 from harness_plugin import _shortids
 from harness_plugin._runtime import Runtime
@@ -34,3 +35,7 @@ def start(args: argparse.Namespace) -> tuple[Runtime, ProjectStore]:
     if getattr(args, "experiment_id", None) is not None:
         args.experiment_id = _shortids.expand(store, args.experiment_id)
     return runtime, store
+
+
+class UsageError(InvalidInput):
+    """The command line does not parse (an unknown option, a bad choice or number)."""

@@ -19,14 +19,6 @@ from harness_plugin.config import load_config
 # -- fsck ---------------------------------------------------------------------------------
 
 
-def fsck_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--repair",
-        action="store_true",
-        help="remove stale temp files and quarantine corrupt objects (never deletes objects)",
-    )
-
-
 def fsck(args: argparse.Namespace) -> Outcome:
     from indexer import Outbox
 
@@ -60,10 +52,6 @@ def fsck(args: argparse.Namespace) -> Outcome:
 # -- sync ---------------------------------------------------------------------------------
 
 
-def sync_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--deadline", type=float, help="seconds to keep delivering (default: config)")
-
-
 def sync(args: argparse.Namespace) -> Outcome:
     runtime = Runtime(load_config(args.config))
     if not runtime.config.honcho.enabled:
@@ -82,10 +70,6 @@ def sync(args: argparse.Namespace) -> Outcome:
 # -- status -------------------------------------------------------------------------------
 
 
-def no_args(p: argparse.ArgumentParser) -> None:
-    del p
-
-
 def status(args: argparse.Namespace) -> Outcome:
     view = status_view(load_config(args.config), os.environ)
     return Outcome(view, status_lines(view))
@@ -102,10 +86,6 @@ def serve(args: argparse.Namespace) -> Outcome:
 
 
 # -- demo ---------------------------------------------------------------------------------
-
-
-def demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--keep", action="store_true", help="keep the temporary workspace")
 
 
 def demo(args: argparse.Namespace) -> Outcome:

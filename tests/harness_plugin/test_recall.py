@@ -248,3 +248,21 @@ def test_memory_recall_fails_open_as_data(conv):
     conv.fake.down = True
     result = _call(conv, "memory_recall", {"question": "anything"})
     assert result["status"] == "unavailable" and result["reason"] == "recall.error"
+
+
+def test_step_one_recall_finds_the_words_before_dsh_commits_the_user_message(conv):
+    # DSH runs agent/pre-step before it commits step 1's user/message: the person's words are
+    # already in the inbox splice that precedes turn/start (as in the recorded stream).
+    from conversation_helpers import USER_TEXT, sample_events
+
+    _history(conv)
+    conv.feed(turn_events(1, USER_TEXT, "Done."), session="history-2")
+    conv.deliver()
+    before_commit = [e for e in sample_events() if e["seq"] < 4]  # splice, turn/start, ...
+    assert [e["type"] for e in before_commit][:2] == ["agent/inbox/spliced", "turn/start"]
+    conv.feed(before_commit, session="main-session-9")
+    reply = conv.first_step("main-session-9", 1)
+    assert reply["reason"] is None and USER_TEXT in reply["inject"]["text"]
+    claimed_only = [e for e in before_commit if e["type"] != "agent/inbox/spliced"]
+    conv.feed(claimed_only, session="main-session-10")
+    assert conv.first_step("main-session-10", 1)["reason"] == "recall.no_query"

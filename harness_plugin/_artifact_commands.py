@@ -1,0 +1,119 @@
+"""The experiment commands: `record`, `resolve`, `show`, `slice`, `search`, `list`, `export`.
+
+Loaded only when one of them runs (`artmem --help` imports none of this).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from cards import InvalidInput, SourceMissing, excerpt, parse_metadata, parse_session_id
+from cas import Catalog, Provenance
+from harness_plugin import _listing, _views
+from harness_plugin._command import Outcome, start
+from harness_plugin._progress import progress_for
+
+
+def record(args: argparse.Namespace) -> Outcome:
+    runtime, store = start(args)
+    fields: dict[str, object] = {
+        "title": args.title,
+        "summary": args.summary,
+        "query_fingerprint": args.query_fingerprint,
+        "source": args.source,
+        "source_version": args.source_version,
+    }
+    if args.media_type is not None:
+        fields["media_type"] = args.media_type
+    for name in ("tags", "columns"):  # omitted: unset, so a re-record keeps the card's values
+        values = getattr(args, name)
+        if values is not None:
+            fields[name] = [value for value in values if value != ""]
+    metadata = parse_metadata(fields)
+    bar = progress_for(sys.stderr, "recording", enabled=not args.json)
+    session = parse_session_id(args.session)
+    try:
+        recorded = store.record(
+            runtime.config.rlm_root, Provenance(session_id=session), metadata, args.path, bar
+        )
+    except SourceMissing as exc:
+        exports = os.path.join(runtime.config.rlm_root, "sessions", session, "exports")
+        exc.message += f" (session {excerpt(session)}: expected the file in {exports}/)"
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    admission = runtime.admit(recorded.card, new_revision=recorded.new_revision)
+    view = _views.record_result(
+        recorded, honcho_queued=admission.queued, state=admission.state
+    ).model_dump(mode="json")
+    return Outcome(view, _views.record_lines(view))
+
+
+def resolve(args: argparse.Namespace) -> Outcome:
+    _, store = start(args)
+    bar = progress_for(sys.stderr, "verifying", enabled=not args.json)
+    try:
+        resolved = store.resolve(args.experiment_id, args.current_source_version, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    view = _views.resolve_result(resolved).model_dump(mode="json")
+    return Outcome(view, _views.resolve_lines(view))
+
+
+def show_command(args: argparse.Namespace) -> Outcome:
+    from harness_plugin._table_commands import show, show_lines  # pyarrow loads only here
+
+    runtime, store = start(args)
+    limits = runtime.config.slice.resolve()
+    view = show(store, args.experiment_id, args.current_source_version, limits)
+    return Outcome(view, show_lines(view))
+
+
+def slice_command(args: argparse.Namespace) -> Outcome:
+    from harness_plugin._table_commands import slice_view  # pyarrow loads only here
+
+    runtime, store = start(args)
+    view, lines = slice_view(store, args, runtime.config.slice.resolve(), sys.stdout, sys.stderr)
+    return Outcome(view, lines)
+
+
+def search(args: argparse.Namespace) -> Outcome:
+    _, store = start(args)
+    bound = store.limits.search_results
+    limit = bound if args.limit is None else args.limit
+    if not 1 <= limit <= bound:
+        raise InvalidInput(f"--limit must be between 1 and {bound}")
+    scan = store.scan_cards()
+    catalog = Catalog.build(
+        scan.cards, max_cards=store.limits.cards_per_project, skipped=len(scan.problems)
+    )
+    hits = [
+        _views.local_hit(
+            hit, available_locally=store.has_object(hit.card.artifact.artifact_id)
+        ).model_dump(mode="json")
+        for hit in catalog.search(args.query, limit=limit)
+    ]
+    view: dict[str, object] = {"hits": hits, "skipped_cards": catalog.skipped}
+    return Outcome(view, _views.search_lines(hits, catalog.skipped))
+
+
+def list_experiments(args: argparse.Namespace) -> Outcome:
+    _, store = start(args)
+    wanted = _listing.ListFilter(
+        tags=tuple(args.tags),
+        source=args.source,
+        since=None if args.since is None else _listing.parse_since(args.since),
+        media_type=args.media_type,
+    )
+    view = _listing.list_view(store, wanted)
+    return Outcome(view, _listing.list_lines(view))
+
+
+def export(args: argparse.Namespace) -> Outcome:
+    _, store = start(args)
+    view = _listing.export(store, args.experiment_id, args.dest, force=args.force)
+    return Outcome(view, _listing.export_lines(view))
