@@ -1,4 +1,8 @@
-"""`artmem demo`: the whole local loop in a fresh temporary workspace, with no configuration."""
+"""`artmem demo`: the whole local loop in a fresh temporary workspace, with no configuration.
+
+Each step prints the `artmem` command that does the same. With `--keep`, the workspace stays
+with a configuration file (`artmem.toml`) and the commands to go on exploring it.
+"""
 
 from __future__ import annotations
 
@@ -35,11 +39,12 @@ def run_demo(
     """
     workspace = Path(tempfile.mkdtemp(prefix="artmem-demo-"))
     try:
-        return _run(workspace, say, bar_stream, show_progress)
-    finally:
+        steps = _run(workspace, say, bar_stream, show_progress)
         if keep:
-            say(f"\nworkspace kept at {workspace}")
-        else:
+            steps.append(_keep(workspace, steps, say))
+        return steps
+    finally:
+        if not keep:
             shutil.rmtree(workspace, ignore_errors=True)
 
 
@@ -85,6 +90,11 @@ def _run(
             if attempt == 1
             else "\n3. Recorded the same file again: nothing copied, same card"
         )
+        say(_command(
+            f"artmem record --session {SESSION} {source.name} --title 'Treatment response by "
+            f"cohort' --summary '…' --query-fingerprint {metadata.query_fingerprint[:12]}… "
+            f"--source trial-warehouse --source-version {SNAPSHOT} --tag cohort --tag response"
+        ))  # fmt: skip
         say("\n".join(_views.record_lines(view)))
     experiment = recorded.card.experiment_id
 
@@ -94,6 +104,7 @@ def _run(
     hits = [_views.local_hit(h).model_dump(mode="json") for h in found]
     steps.append({"step": "search", "hits": hits})
     say("\n4. A later session searches the local cards for 'cohort treatment response'")
+    say(_command("artmem search 'cohort treatment response'"))
     say("\n".join(_views.search_lines(hits, catalog.skipped)))
 
     for label, current in (("5", SNAPSHOT), ("6", "warehouse-snapshot-2026-12-01")):
@@ -103,6 +114,7 @@ def _run(
         how = "hashed all bytes" if resolved.hashed else "verification cache hit"
         fresh = resolved.freshness is Freshness.FRESH
         say(f"\n{label}. Resolved it against source version {current!r} ({how}):")
+        say(_command(f"artmem resolve {experiment[:12]} --current-source-version {current}"))
         say("\n".join(_views.resolve_lines(view)))
         if not fresh:
             say("   a stale result still resolves, for historical comparison, with a warning")
@@ -110,12 +122,49 @@ def _run(
     piece = _slice(store, experiment)
     steps.append({"step": "slice", "rows": piece.rows, "chunks_verified": piece.chunks_verified})
     say("\n7. It slices 2 columns where patient_id < 5, proving only the chunks it reads:")
+    say(
+        _command(
+            f"artmem slice {experiment[:12]} --columns patient_id,response --where 'patient_id < 5'"
+        )
+    )
     for row in piece.table.to_pylist():
         say(f"   patient {row['patient_id']}: response {row['response']:.3f}")
     size = resolved.card.artifact.bytes
     say(f"   ({piece.chunks_verified} of {-(-size // (4 << 20))} chunks read and verified)")
     say("\nEverything above ran locally; Honcho was not needed.")
     return steps
+
+
+def _command(line: str) -> str:
+    return f"   $ {line}"
+
+
+def _keep(workspace: Path, steps: list[dict[str, object]], say: Say) -> dict[str, object]:
+    """Write the workspace's configuration file and say how to go on exploring it."""
+    config = workspace / "artmem.toml"
+    config.write_text(
+        f'artifact_root = "{workspace / "artifacts"}"\n'
+        f'rlm_root = "{workspace / "rlm"}"\n'
+        f'state_root = "{workspace / "state"}"\n\n'
+        f'[[projects]]\nid = "{PROJECT}"\nroot = "{workspace / "work" / PROJECT}"\n',
+        encoding="utf-8",
+    )
+    experiment = str(next(s["experiment_id"] for s in steps if "experiment_id" in s))
+    commands = [
+        f"export ARTMEM_CONFIG={config}",
+        f"cd {workspace / 'work' / PROJECT}",
+        "artmem list",
+        f"artmem show {experiment[:12]}",
+        f"artmem slice {experiment[:12]} --columns cohort,response --where \"cohort = 'B'\" "
+        "--limit 10",
+        f"artmem export {experiment[:12]} response.parquet",
+    ]
+    say(f"\nThe workspace is kept at {workspace}, with its configuration. Go on with:")
+    for line in commands:
+        say(f"   {line}")
+    say(f"(remove it with: rm -rf {workspace})")
+    return {"step": "keep", "workspace": str(workspace), "config": str(config),
+            "commands": commands}  # fmt: skip
 
 
 def _config(workspace: Path) -> Config:

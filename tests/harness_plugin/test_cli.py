@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -159,3 +160,26 @@ def test_console_script_is_installed():
     assert exe is not None
     proc = subprocess.run([exe, "--help"], capture_output=True, text=True, check=True)
     assert "record" in proc.stdout and "demo" in proc.stdout
+
+
+def test_demo_keep_leaves_a_workspace_the_printed_commands_work_in(tmp_path):
+    exe = str(Path(sys.executable).parent / "artmem")
+    env = {k: v for k, v in os.environ.items() if k != "ARTMEM_CONFIG"} | {"TMPDIR": str(tmp_path)}
+    shown = subprocess.run([exe, "demo", "--keep"], capture_output=True, text=True, env=env,
+                           check=True).stdout  # fmt: skip
+    assert "   $ artmem record --session demo-session-1" in shown
+    assert "   $ artmem slice exp_" in shown
+    lines = [line.strip() for line in shown.split("Go on with:", 1)[1].splitlines()]
+    export_line, cd_line, *commands = [line for line in lines if line][:6]
+    env["ARTMEM_CONFIG"] = export_line.removeprefix("export ARTMEM_CONFIG=")
+    assert Path(env["ARTMEM_CONFIG"]).is_file()
+    cwd = cd_line.removeprefix("cd ")
+    outputs = []
+    for command in commands:
+        argv = [exe, *shlex.split(command)[1:]]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+        assert done.returncode == 0, (command, done.stderr)
+        outputs.append(done.stdout)
+    assert "Treatment response by cohort" in outputs[0]  # list
+    assert "B" in outputs[2]  # the slice of cohort B
+    assert (Path(cwd) / "response.parquet").stat().st_size > 16 * 1024 * 1024  # export
