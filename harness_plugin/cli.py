@@ -90,7 +90,6 @@ def _main(argv: list[str]) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     from cards import ArtifactError, ObjectMissing
-    from harness_plugin._views import UNAVAILABLE_HINT
 
     module, _, function = args.run.partition(":")
     run: Callable[[argparse.Namespace], Outcome] = getattr(
@@ -99,6 +98,8 @@ def _main(argv: list[str]) -> int:
     try:
         outcome = run(args)
     except ObjectMissing as exc:
+        from harness_plugin._views import UNAVAILABLE_HINT
+
         exc.message += f"; {UNAVAILABLE_HINT}"
         return _fail(args.json, exc)
     except ArtifactError as exc:
