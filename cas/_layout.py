@@ -14,6 +14,7 @@ QUARANTINE = "quarantine"
 LOCK = "lock"
 CARD_SUFFIX = ".json"
 CHUNKS_SUFFIX = ".chunks"
+VERIFIED_SUFFIX = ".verified"  # a verification record beside its object (see `_verify`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,12 @@ from cards import ArtifactId, parse_artifact_id
 from cards.errors import InvalidId, ObjectMissing, PathEscape, SourceMissing, StoreIOError
 from cas import _fs
 from cas._hashing import Digests, hash_fd
-from cas._layout import CHUNKS_SUFFIX, OBJECTS, ProjectLayout
+from cas._layout import CHUNKS_SUFFIX, OBJECTS, VERIFIED_SUFFIX, ProjectLayout
 from cas._progress import Progress
 
 MAX_MANIFEST_BYTES = 1 << 20
+MAX_RECORD_BYTES = 4096
+_SIDE_FILES = (CHUNKS_SUFFIX, VERIFIED_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,7 @@ class ObjectStore:
             os.close(fd)
 
     def walk(self) -> Iterator[ObjectEntry]:
-        """Every entry below `objects/`, in name order; manifests are skipped."""
+        """Every entry below `objects/`, in name order; manifests and records are skipped."""
         for shard in sorted(_fs.list_dir_beneath(self._fd, (OBJECTS,))):
             try:
                 shard_fd = _fs.open_dir_beneath(self._fd, (OBJECTS, shard))
@@ -92,7 +94,7 @@ class ObjectStore:
                 continue
             try:
                 for entry in sorted(os.scandir(shard_fd), key=lambda e: e.name):
-                    if entry.name.endswith(CHUNKS_SUFFIX):
+                    if entry.name.endswith(_SIDE_FILES):
                         continue
                     size = entry.stat(follow_symlinks=False).st_size
                     artifact_id = _object_name(entry.name, shard)
@@ -111,14 +113,43 @@ class ObjectStore:
 
     def read_manifest(self, artifact_id: ArtifactId) -> bytes | None:
         """The stored chunk manifest's bytes, or None when it is absent or unreadable."""
+        return self._read_side(self._layout.chunks_path(artifact_id), MAX_MANIFEST_BYTES)
+
+    def read_record(self, artifact_id: ArtifactId) -> bytes | None:
+        """The object's verification record, or None when it is absent or unreadable."""
+        path = (*self._layout.object_dir(artifact_id), artifact_id + VERIFIED_SUFFIX)
+        return self._read_side(path, MAX_RECORD_BYTES)
+
+    def write_record(self, artifact_id: ArtifactId, data: bytes) -> bool:
+        """Replace the object's verification record atomically; False if it cannot be written.
+
+        A record only saves a later rehash, so failing to write one is not an error.
+        """
         try:
-            fd = _fs.open_file_beneath(self._fd, self._layout.chunks_path(artifact_id))
+            obj_dir = _fs.open_dir_beneath(self._fd, self._layout.object_dir(artifact_id))
+        except (SourceMissing, PathEscape):
+            return False
+        try:
+            tmp_fd = _fs.make_dirs(self._fd, self._layout.tmp_dir)
+            try:
+                _fs.atomic_write(obj_dir, artifact_id + VERIFIED_SUFFIX, data, tmp_fd, "verified")
+            finally:
+                os.close(tmp_fd)
+        except (StoreIOError, PathEscape, OSError):
+            return False
+        finally:
+            os.close(obj_dir)
+        return True
+
+    def _read_side(self, path: tuple[str, ...], max_bytes: int) -> bytes | None:
+        try:
+            fd = _fs.open_file_beneath(self._fd, path)
         except (SourceMissing, PathEscape):
             return None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
-            return _fs.read_small(fd, MAX_MANIFEST_BYTES)
+            return _fs.read_small(fd, max_bytes)
         except (StoreIOError, OSError):
             return None
         finally:

@@ -2,7 +2,12 @@
 
 Resolve hands out a path only after the object's size and SHA-256 match its card; deduplication
 counts a stored copy only after it hashes to its artifact id. A proof is remembered per exact
-file identity (device, inode, size, mtime, ctime), so any later write or replace forces a rehash.
+file identity (device, inode, size, mtime, ctime), so any later write, chmod or replace forces a
+rehash: in this process's cache, and on disk in a verification record beside the object
+(`objects/<shard>/<artifact_id>.verified`), so a repeat resolve in a new process needs no rehash.
+A record is trusted only when it names the object's current identity and the card's SHA-256.
+What neither can see is silent media corruption that leaves the identity alone: `artmem fsck`
+and `integrity = "always"` rehash every time.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import stat
 import threading
 from collections.abc import Callable
 from datetime import datetime
+
+import orjson
 
 from cards import ArtifactId, ExperimentCardV1, ProjectKey
 from cards.errors import IntegrityError, ObjectMissing
@@ -97,9 +104,13 @@ class Verifier:
             if not stat.S_ISREG(st.st_mode) or st.st_size != card.artifact.bytes:
                 raise IntegrityError("the stored artifact's size differs from its card")
             key = file_identity(self._project, artifact_id, st)
-            cached = None if self._mode is IntegrityMode.ALWAYS else self._cache.get(key)
-            if cached is not None:
-                return cached, False
+            if self._mode is IntegrityMode.CACHED:
+                cached = self._cache.get(key) or _recorded(
+                    objects.read_record(artifact_id), key, card.artifact.sha256
+                )
+                if cached is not None:
+                    self._cache.put(key, cached)
+                    return cached, False
             if progress is not None:
                 progress.start(st.st_size)
             digests = hash_fd(fd, progress)
@@ -110,6 +121,7 @@ class Verifier:
             os.close(fd)
         verified_at = self._clock()
         self._cache.put(key, verified_at)
+        objects.write_record(artifact_id, _record(key, card.artifact.sha256, verified_at))
         return verified_at, True
 
     def stored_copy(
@@ -128,14 +140,49 @@ class Verifier:
             return False, False
         if stat.S_ISREG(st.st_mode) and st.st_size == digests.size:
             key = file_identity(self._project, artifact_id, st)
-            if self._mode is IntegrityMode.CACHED and self._cache.get(key) is not None:
+            sha256 = digests.sha256.hex()
+            if self._mode is IntegrityMode.CACHED and (
+                self._cache.get(key) or _recorded(objects.read_record(artifact_id), key, sha256)
+            ):
                 return True, False
             try:
                 stored = objects.digests(artifact_id)
             except ObjectMissing:
                 stored = None
             if stored is not None and stored.sha256 == digests.sha256:
-                self._cache.put(key, self._clock())
+                verified_at = self._clock()
+                self._cache.put(key, verified_at)
+                objects.write_record(artifact_id, _record(key, sha256, verified_at))
                 return True, False
         objects.quarantine(artifact_id)
         return False, True
+
+
+def _record(key: FileIdentity, sha256: str, verified_at: datetime) -> bytes:
+    """A verification record: the identity that was hashed, its digest, and when."""
+    return orjson.dumps(
+        {
+            "v": 1,
+            "identity": list(key[2:]),
+            "sha256": sha256,
+            "verified_at": verified_at.isoformat(),
+        }
+    )
+
+
+def _recorded(raw: bytes | None, key: FileIdentity, sha256: str) -> datetime | None:
+    """When a record proves this exact identity had `sha256`, else None (any doubt: rehash)."""
+    if raw is None:
+        return None
+    try:
+        record = orjson.loads(raw)
+        if (
+            record.get("v") != 1
+            or record.get("identity") != list(key[2:])
+            or record.get("sha256") != sha256
+        ):
+            return None
+        verified_at = datetime.fromisoformat(record["verified_at"])
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+        return None
+    return verified_at if verified_at.tzinfo is not None else None
