@@ -71,8 +71,10 @@ def sync(args: argparse.Namespace) -> Outcome:
 
 
 def status(args: argparse.Namespace) -> Outcome:
-    view = status_view(load_config(args.config), os.environ)
-    return Outcome(view, status_lines(view))
+    config = load_config(args.config)
+    view = status_view(config, os.environ)
+    names = {str(config.store(p.id).layout.key): p.id for p in config.projects}
+    return Outcome(view, status_lines(view, names, terminal=sys.stdout.isatty()))
 
 
 # -- serve --------------------------------------------------------------------------------

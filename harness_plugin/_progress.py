@@ -1,53 +1,64 @@
-"""A small progress bar for people: drawn on a terminal's stderr, never under --json or a pipe."""
+"""What people see on a terminal: progress bars and tables drawn by `rich`, loaded only there.
+
+Under `--json`, in a pipe or in a file nothing here loads: no bar is drawn, and tables are plain
+aligned text that greps and diffs well.
+"""
 
 from __future__ import annotations
 
-import time
-from typing import TextIO
+import io
+import shutil
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
 
-from harness_plugin._views import human_size
-
-_WIDTH = 30
-_REDRAW_S = 0.1
+if TYPE_CHECKING:
+    from rich.progress import Progress as RichProgress
+    from rich.progress import TaskID
 
 
 class TerminalProgress:
-    """Draws `label [#####.....] 42% 1.2/3.0 GiB` on one line, at most ten times a second."""
+    """A transient byte-counting bar on the terminal (`rich`), cleared when closed."""
 
     def __init__(self, stream: TextIO, label: str) -> None:
-        self._stream = stream
-        self._label = label
-        self._total = 0
-        self._done = 0
-        self._drawn_at = 0.0
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self._progress: RichProgress = Progress(
+            TextColumn(label),
+            BarColumn(),
+            DownloadColumn(binary_units=True),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=Console(file=stream),
+            transient=True,
+        )
+        self._task: TaskID | None = None
 
     def start(self, total: int) -> None:
         """Begin a bar for `total` bytes."""
-        self._total, self._done = total, 0
-        self._draw(force=True)
+        if self._task is None:
+            self._progress.start()
+            self._task = self._progress.add_task("", total=total)
+        else:
+            self._progress.reset(self._task, total=total)
+        self._progress.refresh()  # drawn now, not at the next tick of rich's refresh thread
 
     def advance(self, done: int) -> None:
         """Move the bar on by `done` bytes."""
-        self._done += done
-        self._draw(force=self._done >= self._total)
+        if self._task is not None:
+            self._progress.advance(self._task, done)
 
     def close(self) -> None:
-        """Erase the bar so the next output starts on a clean line."""
-        if self._drawn_at:
-            self._stream.write("\r\x1b[2K")
-            self._stream.flush()
-
-    def _draw(self, *, force: bool) -> None:
-        now = time.monotonic()
-        if not force and now - self._drawn_at < _REDRAW_S:
-            return
-        self._drawn_at = now
-        fraction = min(1.0, self._done / self._total) if self._total else 1.0
-        filled = int(fraction * _WIDTH)
-        bar = "#" * filled + "." * (_WIDTH - filled)
-        amount = f"{human_size(self._done)}/{human_size(self._total)}"
-        self._stream.write(f"\r{self._label} [{bar}] {fraction:4.0%} {amount}")
-        self._stream.flush()
+        """Stop and erase the bar so the next output starts on a clean line."""
+        if self._task is not None:
+            self._progress.stop()
 
 
 def progress_for(stream: TextIO, label: str, *, enabled: bool) -> TerminalProgress | None:
@@ -55,3 +66,34 @@ def progress_for(stream: TextIO, label: str, *, enabled: bool) -> TerminalProgre
     if not enabled or not stream.isatty():
         return None
     return TerminalProgress(stream, label)
+
+
+def table_lines(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], *, terminal: bool
+) -> list[str]:
+    """A table as lines: drawn by `rich` for a terminal, plain aligned columns otherwise.
+
+    A column of numbers (every cell starts with a digit) is right-aligned in the plain form.
+    """
+    if terminal:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*headers, box=None, header_style="bold", pad_edge=False)
+        for row in rows:
+            table.add_row(*row)
+        buffer = io.StringIO()
+        width = shutil.get_terminal_size().columns
+        Console(file=buffer, width=width, force_terminal=True).print(table)
+        return buffer.getvalue().rstrip("\n").splitlines()
+    columns = list(zip(headers, *rows, strict=True))
+    widths = [max(len(cell) for cell in column) for column in columns]
+    numeric = [bool(rows) and all(c[:1].isdigit() for c in column[1:]) for column in columns]
+    lines = []
+    for row in (headers, *rows):
+        cells = [
+            cell.rjust(width) if right else cell.ljust(width)
+            for cell, width, right in zip(row, widths, numeric, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines

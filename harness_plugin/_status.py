@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from harness_plugin import _views
+from harness_plugin._progress import table_lines
 from harness_plugin.config import Config
 from indexer import Outbox, read_status
 
@@ -67,8 +68,17 @@ def _honcho_view(config: Config, environ: Mapping[str, str]) -> dict[str, object
     return view
 
 
-def status_lines(view: dict[str, object]) -> list[str]:
-    """Status for a person."""
+def status_lines(
+    view: dict[str, object],
+    names: Mapping[str, str] | None = None,
+    *,
+    terminal: bool = False,
+) -> list[str]:
+    """Status for a person: settings, then one table row per project.
+
+    `names` maps project keys to the configured project ids, which the operator may see (the
+    JSON view, which tools also return, has keys only).
+    """
     honcho = view["honcho"]
     projects = view["projects"]
     assert isinstance(honcho, dict) and isinstance(projects, list)
@@ -85,13 +95,23 @@ def status_lines(view: dict[str, object]) -> list[str]:
             lines.append("  warning: the Honcho API key variable is unset")
     else:
         lines.append("honcho off")
+    rows = []
     for project in projects:
         states = project["index_states"]
-        shown = ", ".join(f"{n} {state}" for state, n in states.items()) or "no cards"
-        lines.append(
-            f"  {project['project_key']}: {project['cards']} cards ({shown}), "
-            f"{project['objects']} objects, {_views.human_size(project['bytes'])}"
+        key = str(project["project_key"])
+        rows.append(
+            [
+                (names or {}).get(key, "-"),
+                key[:16] + "…",
+                str(project["cards"]),
+                ", ".join(f"{n} {state}" for state, n in states.items()) or "-",
+                str(project["objects"]),
+                _views.human_size(project["bytes"]),
+                str(project["invalid_cards"] or ""),
+            ]
         )
-        if project["invalid_cards"]:
-            lines.append(f"    {project['invalid_cards']} unreadable card(s); run `artmem fsck`")
+    headers = ["project", "key", "cards", "index states", "objects", "size", "unreadable"]
+    lines += ["", *table_lines(headers, rows, terminal=terminal)]
+    if any(project["invalid_cards"] for project in projects):
+        lines.append("unreadable cards: run `artmem fsck`")
     return lines
