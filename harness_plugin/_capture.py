@@ -88,6 +88,7 @@ class EventTracker:
 
     max_sessions: int = 256
     max_turn_messages: int = 20
+    max_message_chars: int = MAX_KEPT_CHARS  # kept per message: one more than the bound shows
     _sessions: OrderedDict[str, _Session] = field(default_factory=OrderedDict, init=False)
 
     def append(self, session_id: str, *, root: bool, event: Mapping[str, object]) -> Seen:
@@ -152,7 +153,7 @@ class EventTracker:
     def _user(self, session: _Session, seq: int, data: Mapping[str, object]) -> Seen:
         if _source_kind(data.get("source")) != "user":
             return Seen(Outcome.EXCLUDED_SOURCE)
-        text = text_of(data.get("content"))
+        text = text_of(data.get("content"))[: self.max_message_chars + 1]
         if not text:
             return Seen(Outcome.IGNORED)  # an image or attachment alone
         turn = session.turn
@@ -171,7 +172,7 @@ class EventTracker:
             return Seen(Outcome.IGNORED)
         if _source_kind(message.get("source")) != "model":
             return Seen(Outcome.EXCLUDED_SOURCE)
-        text = text_of(message.get("content"))
+        text = text_of(message.get("content"))[: self.max_message_chars + 1]
         if text:
             turn.assistant = Said("assistant", seq, text)  # the last textual one is final
         return Seen(Outcome.BUFFERED)

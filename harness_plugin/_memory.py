@@ -13,6 +13,7 @@ refused with `memory.consent_refused`.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -63,7 +64,9 @@ class ConversationMemory:
 
     def __post_init__(self) -> None:
         capture = self.runtime.config.capture
-        self.tracker = EventTracker(capture.max_sessions, capture.max_turn_messages)
+        self.tracker = EventTracker(
+            capture.max_sessions, capture.max_turn_messages, capture.max_message_chars
+        )
         self.recall = Recall(
             self.runtime.config.recall,
             lambda: self.service,
@@ -299,9 +302,27 @@ class ConversationMemory:
 
 
 def _grounded(content: str, latest: str) -> bool:
-    """Whether `content` appears in `latest` (normalised, whitespace collapsed, case folded)."""
-    needle = normalise_text(content, single_line=True).casefold()
-    return bool(needle) and needle in normalise_text(latest, single_line=True).casefold()
+    """Whether `content` is whole clauses of `latest` (normalised, case folded).
+
+    A clause ends at `. ! ? ; :` or a line break. Requiring whole clauses keeps a model from
+    recording a fragment that reverses what was said ("like X" out of "I do not like X").
+    """
+    needle = _BOUNDARY_RUN.sub(" ", normalise_text(content).casefold()).strip(" " + _ENDS)
+    haystack = " " + _BOUNDARY_RUN.sub(" ", normalise_text(latest).casefold()) + " "
+    if not needle:
+        return False
+    start = haystack.find(needle)
+    while start != -1:
+        before = haystack[:start].rstrip(" ")
+        after = haystack[start + len(needle) :].lstrip(" ")
+        if (not before or before[-1] in _ENDS) and (not after or after[0] in _ENDS):
+            return True
+        start = haystack.find(needle, start + 1)
+    return False
+
+
+_ENDS = ".!?;:\n"
+_BOUNDARY_RUN = re.compile(r"[ \t]+")
 
 
 def _item(hit: MemoryHit, limit: int) -> wire_memory.RecalledItem:

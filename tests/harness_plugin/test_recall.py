@@ -192,18 +192,26 @@ def _caller(conv, session, **extra):
 
 def test_a_grounded_note_is_recorded_and_found(conv):
     conv.feed(turn_events(1, "Please remember: I prefer Parquet over CSV for results.", None)[:3])
-    result = _call(conv, "memory_record", {"content": "i prefer parquet over CSV",
+    result = _call(conv, "memory_record", {"content": "i prefer parquet over CSV for results",
                                            "kind": "preference"})  # fmt: skip
     assert result["recorded"] and result["queued"]
     conv.deliver()
     (note,) = [m for m in conv.messages() if m.metadata["kind"] == "note"]
-    assert (
-        note.content == "i prefer parquet over CSV" and note.metadata["note_kind"] == "preference"
-    )
+    assert note.content == "i prefer parquet over CSV for results"
+    assert note.metadata["note_kind"] == "preference"
     assert note.peer_id == "user"
     found = _call(conv, "memory_search", {"query": "parquet"})
     assert [item["kind"] for item in found["conversation"]] == ["note"]
     assert all(hit["kind"] == "experiment-card" for hit in found["hits"])
+
+
+def test_a_fragment_that_reverses_what_was_said_is_refused(conv):
+    conv.feed(turn_events(1, "I do not like CSV exports. Parquet is fine.", None)[:3])
+    with pytest.raises(ConsentRefused):
+        _call(conv, "memory_record", {"content": "like CSV exports", "kind": "preference"})
+    assert _call(conv, "memory_record", {"content": "parquet is fine", "kind": "preference"})[
+        "recorded"
+    ]
 
 
 @pytest.mark.parametrize("who", ["model", "other-session", "child"])
@@ -224,7 +232,7 @@ def test_a_correction_supersedes_and_deletes_nothing(conv):
     _history(conv)
     before = len(conv.messages())
     conv.feed(turn_events(1, "Correction: we now keep four cohorts, not three.", None)[:3])
-    result = _call(conv, "memory_correct", {"content": "we now keep four cohorts",
+    result = _call(conv, "memory_correct", {"content": "we now keep four cohorts, not three",
                                             "supersedes": "msg_abc123"})  # fmt: skip
     assert result["recorded"]
     conv.deliver()
