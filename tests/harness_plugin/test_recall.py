@@ -274,3 +274,23 @@ def test_step_one_recall_finds_the_words_before_dsh_commits_the_user_message(con
     claimed_only = [e for e in before_commit if e["type"] != "agent/inbox/spliced"]
     conv.feed(claimed_only, session="main-session-10")
     assert conv.first_step("main-session-10", 1)["reason"] == "recall.no_query"
+
+
+def test_experiment_cards_join_the_block_only_when_configured(tmp_path):
+    from host_helpers import export
+
+    conv = Conversation(tmp_path, recall={"mode": "first-root-step", "include_experiments": True})
+    conv.fake.set_peer_memory("artmem-dev", "user", representation="- Likes cohorts")
+    export(tmp_path, "r.csv", b"cohort,response\nA,0.5\n", session="main-session-1")
+    arguments = {"source_path": "r.csv", "title": "Cohort response table",
+                 "summary": "Response by cohort.", "query_fingerprint": "b" * 64,
+                 "source": "warehouse", "source_version": "v1"}  # fmt: skip
+    recorded = _call(conv, "memory_artifact_record", arguments)
+    inject = _ask(conv, "s9", 1, "cohort response")["inject"]
+    assert "Project experiment cards" in inject["text"]
+    assert recorded["experiment_id"] in inject["text"]
+    conv.host.close()
+    plain = Conversation(tmp_path / "plain")
+    plain.fake.set_peer_memory("artmem-dev", "user", representation="- Likes cohorts")
+    assert "experiment cards" not in _ask(plain, "s9", 1, "cohort response")["inject"]["text"]
+    plain.host.close()
