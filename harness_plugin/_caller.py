@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -22,6 +22,7 @@ def _printable(value: str) -> str:
     return value
 
 
+_M = TypeVar("_M", bound=BaseModel)
 CallId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_printable)]
 
 
@@ -64,12 +65,7 @@ def parse_session_caller(document: object) -> SessionCaller:
     Raises:
         InvalidRequest: the caller is missing or malformed (the message names fields only).
     """
-    if document is None:
-        raise InvalidRequest("this op needs a caller supplied by the host")
-    try:
-        return SessionCaller.model_validate(document)
-    except ValidationError as exc:
-        raise InvalidRequest(f"invalid caller: {validation_message(exc)}") from exc
+    return _parse(SessionCaller, document, "this op")
 
 
 def parse_caller(document: object) -> Caller:
@@ -78,9 +74,13 @@ def parse_caller(document: object) -> Caller:
     Raises:
         InvalidRequest: the caller is missing or malformed (the message names fields only).
     """
+    return _parse(Caller, document, "tools/call")
+
+
+def _parse(model: type[_M], document: object, what: str) -> _M:
     if document is None:
-        raise InvalidRequest("tools/call needs a caller supplied by the host")
+        raise InvalidRequest(f"{what} needs a caller supplied by the host")
     try:
-        return Caller.model_validate(document)
+        return model.model_validate(document)
     except ValidationError as exc:
         raise InvalidRequest(f"invalid caller: {validation_message(exc)}") from exc
