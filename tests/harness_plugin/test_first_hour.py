@@ -312,7 +312,7 @@ def test_version_help_and_readable_status(env, capsys):
     _recorded(capsys)
     assert main(["status"]) == 0
     out = capsys.readouterr().out
-    assert "1 cards (1 disabled)" in out and "{" not in out
+    assert "1 disabled" in out and "trial-analysis" in out and "{" not in out
 
 
 # -- 9. short ids ---------------------------------------------------------------------------
