@@ -7,8 +7,6 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import portalocker
-
 from cards.errors import ExperimentNotFound, SourceMissing, StoreIOError
 from cas import _fs
 from cas._cardfiles import CardFiles
@@ -28,6 +26,8 @@ class Project:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """The commit lock: serialises quota checks, publication and card writes."""
+        import portalocker  # only a writer locks: readers never load it
+
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(LOCK, flags, _fs.FILE_MODE, dir_fd=self.fd)
         try:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from cards import InvalidInput
+from cards import CardMetadata, InvalidInput
+from cards.errors import StoreIOError
 
 OCTET_STREAM = "application/octet-stream"
 PARQUET = "application/vnd.apache.parquet"
@@ -30,6 +31,30 @@ _END_OF_STREAM = _CONTINUATION + b"\x00\x00\x00\x00"
 
 class MediaTypeMismatch(InvalidInput):
     """An explicit media type contradicts what the recorded bytes are."""
+
+
+def detect(fd: int, size: int, name: str, metadata: CardMetadata) -> CardMetadata:
+    """`metadata` with the media type the staged bytes at `fd` show, when none was given.
+
+    The detected type counts as given (a re-record then corrects an `octet-stream` card) only
+    when the content's magic number proves it; a type guessed from the name never replaces one.
+
+    Raises:
+        MediaTypeMismatch: an explicit media type contradicts the content.
+        StoreIOError: the staged bytes could not be read.
+    """
+    try:
+        detected = sniff(fd, size, name)
+    except OSError as exc:
+        raise StoreIOError(f"cannot read the staged object: {exc.strerror}") from exc
+    given = metadata.model_fields_set
+    if "media_type" in given:
+        check_media_type(metadata.media_type, detected)
+        return metadata
+    if detected is None:
+        return metadata
+    given = given | ({"media_type"} if detected in MAGIC_TYPES else set())
+    return CardMetadata.model_construct(given, **(metadata.model_dump() | {"media_type": detected}))
 
 
 def sniff(fd: int, size: int, name: str) -> str | None:

@@ -14,9 +14,14 @@ Quota bound: quotas are checked under the project lock at commit time, when the 
 the card count are exact, so committed usage never exceeds the limits (overshoot 0). Staging files
 in `tmp/` do occupy disk before that check: at most the sum of the in-flight permitted writes.
 
+A table recorded without columns or shape gets them from the staged bytes, read before the
+lock (`slicing._footer`); one that cannot be read is recorded without them, with a warning.
+
 The rooms: `_objects` (object files), `_cardfiles` (card files), `_hashing` (the one hasher),
-`_ingest` (opening a kernel's export safely), `_verify` (the verification cache), `_fs` (the
-filesystem edge). This module only orchestrates them.
+`_ingest` (opening a kernel's export safely), `_sniff` (the media type), `_verify` (the
+verification cache), `_fs` (the filesystem edge). This module only orchestrates them. The
+record-only rooms load with the first record, so a reader never imports them. A `read_only`
+store (the notebook API) writes nothing at all: not even a verification record.
 """
 
 from __future__ import annotations
@@ -27,10 +32,13 @@ import os
 import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from cards import (
+    ArtifactId,
     CardMetadata,
     ExperimentCardV1,
+    ExperimentId,
     IndexState,
     IndexStatus,
     Limits,
@@ -55,15 +63,16 @@ from cards.policy import DEFAULT_LIMITS
 from cas import _fs
 from cas._cardfiles import CardFiles, CardRead, CardScan, CardStamp
 from cas._hashing import Digests, copy_and_hash
-from cas._ingest import open_export
 from cas._layout import ProjectLayout
 from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project, open_project, recorded
 from cas._results import Located, Provenance, Recorded, Resolved, Usage
-from cas._sniff import MAGIC_TYPES, check_media_type, sniff
 from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, Verifier
 from cas.slicing._reader import SliceSource, load_manifest
+
+if TYPE_CHECKING:
+    from cas.slicing._footer import Measured
 
 CORRUPT_REPLACED = (
     "healed: the stored copy of these bytes was corrupt; it was moved to quarantine/ and "
@@ -90,6 +99,7 @@ class ProjectStore:
         clock: Clock = utc_now,
         cache: VerificationCache = PROCESS_CACHE,
         require_owner: bool = True,
+        read_only: bool = False,
     ) -> None:
         if not os.path.isabs(artifact_root):
             raise InvalidInput("the artifact root must be an absolute path")
@@ -98,6 +108,7 @@ class ProjectStore:
         self.limits = limits
         self.integrity = integrity
         self.require_owner = require_owner
+        self.read_only = read_only
         self._initial_index_state = initial_index_state
         self._clock = clock
         self._verifier = Verifier(self.layout.key, integrity, cache, clock)
@@ -131,8 +142,13 @@ class ProjectStore:
             SourceChanged: the source changed while it was streamed.
             ArtifactTooLarge: the source exceeds the per-artifact limit.
             QuotaExceeded: the project's byte or card quota would be exceeded.
-            StoreIOError: the store could not be written.
+            StoreIOError: the store could not be written, or is open read-only.
         """
+        self._check_writable()
+        from cas._ingest import open_export  # record-only rooms (see the module docstring)
+        from cas._sniff import detect
+        from cas.slicing import _footer
+
         metadata.check(self.limits)
         with open_export(
             rlm_root, provenance.session_id, source_path, require_owner=self.require_owner
@@ -149,10 +165,23 @@ class ProjectStore:
                 with project.staging() as tmp_fd, _fs.staged(tmp_fd, "object") as stage:
                     digests = _stream(src.fd, stage.fd, limit, progress)
                     src.check_unchanged(digests.size)
-                    detected = _detect(stage.fd, digests.size, src.name, metadata)
-                    metadata = _effective(metadata, detected)
+                    metadata = detect(stage.fd, digests.size, src.name, metadata)
+                    # Read outside the lock (it may take seconds); the card seen here only
+                    # spares a needless read: `_commit` decides on the card under the lock.
+                    seen = project.cards.find(self._experiment_id(digests, metadata))
+                    table = _footer.measure(stage.fd, digests.manifest(), metadata, seen)
                     with project.locked():
-                        return self._commit(project, tmp_fd, stage, digests, metadata, provenance)
+                        return self._commit(
+                            project, tmp_fd, stage, digests, metadata, provenance, table
+                        )
+
+    def _experiment_id(self, digests: Digests, metadata: CardMetadata) -> ExperimentId:
+        return experiment_id(
+            self.project_id,
+            artifact_id_for_digest(digests.sha256),
+            QueryFingerprint(metadata.query_fingerprint),
+            metadata.source_version,
+        )
 
     def _commit(
         self,
@@ -162,16 +191,13 @@ class ProjectStore:
         digests: Digests,
         metadata: CardMetadata,
         provenance: Provenance,
+        table: Measured,
     ) -> Recorded:
         """Publish the object and write the card; `metadata` says which fields were given."""
         artifact_id = artifact_id_for_digest(digests.sha256)
-        exp_id = experiment_id(
-            self.project_id,
-            artifact_id,
-            QueryFingerprint(metadata.query_fingerprint),
-            metadata.source_version,
-        )
+        exp_id = self._experiment_id(digests, metadata)
         existing = project.cards.find(exp_id)
+        metadata, table_warnings = table.complete(metadata, existing, self.limits)
         if existing is None:
             self._check_card_quota(project.cards)
         present, healed = self._verifier.stored_copy(project.objects, artifact_id, digests)
@@ -199,7 +225,7 @@ class ProjectStore:
             card = revised_card(existing, metadata, now)
         if card is not existing:
             project.cards.write(card, tmp_fd)
-        warnings = record_warnings(card, deduplicated=present)
+        warnings = (*record_warnings(card, deduplicated=present), *table_warnings)
         return Recorded(
             card=card,
             deduplicated=present,
@@ -232,7 +258,8 @@ class ProjectStore:
         with self._open(create=False) as opened:
             project = recorded(opened)
             card = project.cards.read(exp_id)
-            verified_at, hashed = self._verifier.verify(project.objects, card, progress)
+            objects = _UnrecordedProofs(project.fd, self.layout) if self.read_only else None
+            verified_at, hashed = self._verifier.verify(objects or project.objects, card, progress)
         state, warnings = freshness_verdict(card.source_version, current_source_version)
         return Resolved(
             path=self.local_path(self.layout.object_path(card.typed_artifact_id)),
@@ -315,6 +342,7 @@ class ProjectStore:
             StoreIOError: the card could not be written.
         """
         exp_id = parse_experiment_id(experiment_id)
+        self._check_writable()
         with self._open(create=False) as opened:
             project = recorded(opened)
             with project.locked():
@@ -352,6 +380,10 @@ class ProjectStore:
     def _open(self, *, create: bool) -> contextlib.AbstractContextManager[Project | None]:
         return open_project(self.artifact_root, self.layout, create=create)
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreIOError("this store is open read-only; record through artmem or a kernel")
+
     def _check_card_quota(self, cards: CardFiles) -> None:
         limit = self.limits.cards_per_project
         if cards.count() >= limit:
@@ -368,34 +400,19 @@ class ProjectStore:
             )
 
 
+class _UnrecordedProofs(ObjectStore):
+    """A read-only store's objects: a proof stays in the process's cache, never on disk."""
+
+    def write_record(self, artifact_id: ArtifactId, data: bytes) -> bool:
+        """Write nothing (the record only spares a later rehash)."""
+        return False
+
+
 def _stream(src_fd: int, dst_fd: int, limit: int, progress: Progress | None) -> Digests:
     try:
         return copy_and_hash(src_fd, dst_fd, limit=limit, progress=progress)
     except OSError as exc:
         raise StoreIOError(f"cannot write the object: {exc.strerror}") from exc
-
-
-def _detect(fd: int, size: int, name: str, metadata: CardMetadata) -> str | None:
-    """The media type the staged bytes show, checked against an explicit one."""
-    try:
-        detected = sniff(fd, size, name)
-    except OSError as exc:
-        raise StoreIOError(f"cannot read the staged object: {exc.strerror}") from exc
-    if "media_type" in metadata.model_fields_set:
-        check_media_type(metadata.media_type, detected)
-    return detected
-
-
-def _effective(metadata: CardMetadata, detected: str | None) -> CardMetadata:
-    """`metadata` with the detected media type, when none was given.
-
-    The detected type counts as given (a re-record then corrects an `octet-stream` card) only
-    when the content's magic number proves it; a type guessed from the name never replaces one.
-    """
-    if "media_type" in metadata.model_fields_set or detected is None:
-        return metadata
-    given = metadata.model_fields_set | ({"media_type"} if detected in MAGIC_TYPES else set())
-    return CardMetadata.model_construct(given, **(metadata.model_dump() | {"media_type": detected}))
 
 
 def _check_version(value: str | None) -> None:

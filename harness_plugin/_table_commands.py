@@ -104,7 +104,9 @@ def show_lines(view: dict[str, object]) -> list[str]:
     if not isinstance(table, dict):
         return lines + [f"  {view.get('note', 'not a table')}"]
     rows = "unknown" if table["num_rows"] is None else f"{table['num_rows']:,}"
-    lines.append(f"  rows        {rows} in {table['num_row_groups']} row group(s)")
+    if table["num_row_groups"]:
+        rows += f" in {table['num_row_groups']} row group(s)"
+    lines.append(f"  rows        {rows}")
     if table["compressed_bytes"] is not None:
         compressed = _views.human_size(table["compressed_bytes"])
         uncompressed = _views.human_size(table["uncompressed_bytes"])
@@ -117,7 +119,7 @@ def show_lines(view: dict[str, object]) -> list[str]:
         lines += [
             f"    {c['path']}: {c['min']} .. {c['max']}, {c['null_count']} null" for c in stats
         ]
-    return lines
+    return lines + [f"  note: {note}" for note in table["notes"]]
 
 
 def output_format(fmt: str | None, out: str | None) -> str:

@@ -2,16 +2,20 @@
 
 The public surface is small: a `SliceSource` names the bytes and what binds them (the store
 builds one with `ProjectStore.locate`, a kernel from a resolve result), `read_slice` reads
-projected columns and filtered rows within hard bounds, `describe` reads only the footer.
+projected columns and filtered rows within hard bounds, `describe` reads only the footer (of a
+text table, its first block).
 
     source = store.locate(experiment_id).source
     result = read_slice(source, SliceRequest(columns=("a", "b"), where="a > 1", limit=100))
 
 Rooms: `_expr` (the filter language, pure) and `_expr_check` (typing it against a schema),
-`_reader` (chunk-verified file reads), `_tables` (bounded Parquet and Arrow readers),
-`_pages` and `_ipc_layout` (declared decoded sizes, checked before pyarrow decompresses),
-`_isolated` (all table parsing and decoding in a child within memory and time bounds),
-`_collect` (the kept rows, streamed back from the child), `_table_info`, `_limits`, `_slice`.
+`_reader` (chunk-verified file reads), `_media` (the formats read, by name), `_formats`
+(opening a table of any of them), `_tables` (bounded Parquet and Arrow readers), `_text_tables`
+(CSV, TSV and JSON Lines in bounded blocks), `_pages` and `_ipc_layout` (declared decoded sizes,
+checked before pyarrow decompresses), `_isolated` (all table parsing and decoding in a child
+within memory and time bounds), `_collect` (the kept rows, streamed back from the child),
+`_table_info`, `_footer` (a recorded table's columns and shape, for its card), `_limits`,
+`_slice`.
 
 Names load lazily (PEP 562): configuration and the store use `SliceLimits` and `SliceSource`
 without loading pyarrow.

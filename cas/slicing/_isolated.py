@@ -79,8 +79,18 @@ class Answer:
     payload: bytes | memoryview = b""
 
 
-def bounded(work: Callable[[], Answer], reader: VerifiedReader, bounds: Bounds) -> Answer:
+def bounded(
+    work: Callable[[], Answer],
+    reader: VerifiedReader,
+    bounds: Bounds,
+    *,
+    prepare: Callable[[], None] | None = None,
+) -> Answer:
     """Compute `work()`, which reads through `reader`, in a forked child within `bounds`.
+
+    `prepare` runs in the child before its memory bound is set: importing pyarrow there, for a
+    caller that never loads it (the record path), maps about a gigabyte of address space that
+    the bound must not count.
 
     Raises:
         SliceTimeout: the child ran past `bounds.seconds` and was killed.
@@ -104,7 +114,7 @@ def bounded(work: Callable[[], Answer], reader: VerifiedReader, bounds: Bounds) 
     if pid == 0:
         os.close(answer_fd)
         os.close(errors_fd)
-        _child(work, answer_end, errors_end, reader, bounds)
+        _child(work, prepare, answer_end, errors_end, reader, bounds)
     os.close(answer_end)
     os.close(errors_end)
     pipes = _Pipes(answer_fd, errors_fd, bounds.answer_bytes)
@@ -126,6 +136,7 @@ def bounded(work: Callable[[], Answer], reader: VerifiedReader, bounds: Bounds) 
 
 def _child(
     work: Callable[[], Answer],
+    prepare: Callable[[], None] | None,
     answer_fd: int,
     errors_fd: int,
     reader: VerifiedReader,
@@ -140,10 +151,12 @@ def _child(
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(math.ceil(bounds.seconds) + 1)  # ends the child if the caller vanished
-        _limit_address_space(bounds.memory_bytes)
         before = (reader.stats.bytes_read, reader.stats.chunks_verified)
         payload: bytes | memoryview = b""
         try:
+            if prepare is not None:
+                prepare()
+            _limit_address_space(bounds.memory_bytes)
             answer = work()
             envelope = orjson.dumps({"ok": answer.value, "read": _read_since(reader.stats, before)})
             payload = answer.payload

@@ -37,8 +37,10 @@ from cards.errors import (
 from cas.slicing._collect import BYTE_BUDGET, ROW_LIMIT, collect, read_schema, read_stream
 from cas.slicing._expr import Node, filter_columns, parse_filter
 from cas.slicing._expr_check import compile_filter
+from cas.slicing._formats import open_table
 from cas.slicing._isolated import MAX_ANSWER_BYTES, Answer, Bounds, bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
+from cas.slicing._media import check_media_type
 from cas.slicing._reader import (
     ReadStats,
     SliceSource,
@@ -47,7 +49,7 @@ from cas.slicing._reader import (
     verified_object,
 )
 from cas.slicing._table_info import TableInfo, info_as_answer, info_from_answer, table_info
-from cas.slicing._tables import Scan, check_media_type, open_table, prepare_child
+from cas.slicing._tables import Scan, prepare_child
 
 _MAX_OFFSET = 2**63 - 1
 
@@ -129,7 +131,7 @@ def describe(source: SliceSource, *, limits: SliceLimits | None = None) -> Table
     media_type = check_media_type(source.media_type)
     manifest = load_manifest(source)
     with verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader:
-        work = functools.partial(_describe_in_child, reader, media_type, limits)
+        work = functools.partial(describe_work, reader, media_type, limits)
         info = info_from_answer(bounded(work, reader, _bounds(limits, MAX_ANSWER_BYTES)).value)
         stats = reader.stats
     return replace(info, bytes_read=stats.bytes_read, chunks_verified=stats.chunks_verified)
@@ -164,12 +166,14 @@ def _slice_in_child(
         return Answer({"reason": collected.reason, "batches": collected.seen}, collected.stream())
 
 
-def _describe_in_child(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
-    """In the child: the table's description, as JSON."""
+def describe_work(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
+    """In the child: the table's description, as JSON (`_footer` builds on it too)."""
     prepare_child()
     with _table_errors(reader, limits):
         return Answer(
-            info_as_answer(table_info(open_table(media_type, reader, limits.table_bounds)))
+            info_as_answer(
+                table_info(open_table(media_type, reader, limits.table_bounds), media_type)
+            )
         )
 
 

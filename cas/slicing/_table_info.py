@@ -4,7 +4,9 @@ Nothing here decodes data pages: Parquet's footer holds every figure. It runs in
 child of `_isolated` (pyarrow aborts the process on some malformed footers' column-chunk
 metadata), and the description crosses back as JSON (`info_from_answer`). An Arrow IPC footer
 holds only the schema and the record-batch count; its row count would need every batch's
-header (a read spread over the whole file), so it is reported as unknown.
+header (a read spread over the whole file), so it is reported as unknown. A text table (CSV,
+JSON Lines) has no footer at all: its schema is inferred from its first block, and its row count
+would need the whole file, so it is unknown too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cards.errors import TableUnreadable
-from cas.slicing._tables import ARROW_FILE, PARQUET, IpcTable, ParquetTable, TableFile
+from cas.slicing._media import ARROW_FILE, PARQUET
+from cas.slicing._tables import IpcTable, ParquetTable, TableFile
+from cas.slicing._text_tables import CsvTable, JsonLinesTable
 
 MAX_LISTED_ROW_GROUPS = 1_000
 MAX_SHOWN_CHARS = 100
@@ -73,23 +77,36 @@ class TableInfo:
     notes: tuple[str, ...] = field(default=())
 
 
-def table_info(table: TableFile) -> TableInfo:
-    """Describe an open table from its footer."""
+def table_info(table: TableFile, media_type: str) -> TableInfo:
+    """Describe an open table of `media_type` from its footer (or a text table's first block)."""
     fields = tuple(FieldInfo(f.name, str(f.type), f.nullable) for f in table.schema)
     if isinstance(table, ParquetTable):
         return _parquet_info(table, fields)
+    if isinstance(table, CsvTable | JsonLinesTable):
+        note = (
+            f"column types are inferred from the first {table.block} bytes; "
+            "a text table holds no row count or statistics"
+        )
+        return _unmeasured(media_type, fields, 0, note)
     assert isinstance(table, IpcTable)
+    note = "an Arrow IPC footer holds no row count or statistics"
+    return _unmeasured(ARROW_FILE, fields, table.num_batches, note)
+
+
+def _unmeasured(
+    media_type: str, fields: tuple[FieldInfo, ...], batches: int, note: str
+) -> TableInfo:
     return TableInfo(
-        media_type=ARROW_FILE,
+        media_type=media_type,
         fields=fields,
         num_rows=None,
-        num_row_groups=table.num_batches,
+        num_row_groups=batches,
         row_groups=(),
         compressed_bytes=None,
         uncompressed_bytes=None,
         columns=(),
         created_by=None,
-        notes=("an Arrow IPC footer holds no row count or statistics",),
+        notes=(note,),
     )
 
 

@@ -1,4 +1,4 @@
-"""The table formats slicing reads: Parquet and Arrow IPC files, through a verified reader.
+"""The footed table formats: Parquet and Arrow IPC files, read through a verified reader.
 
 Everything here runs in the bounded child of `_isolated`, with pyarrow on one thread per pool
 and the system allocator (`prepare_child`). Both formats check the file's trailer (magic bytes
@@ -16,6 +16,8 @@ file truncated under a mapping kills the process with SIGBUS. They are read thro
 verified reader, which proves each 4 MiB chunk it touches and hands pyarrow zero-copy views of
 the proven bytes; only the record-batch buffers of needed columns are read, after their
 declared decoded sizes are checked (`_ipc_layout`).
+
+CSV and JSON Lines, which have no footer, are read by `_text_tables`; `_formats` opens any of them.
 """
 
 from __future__ import annotations
@@ -30,15 +32,13 @@ import pyarrow.dataset as ds
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from cards.errors import TableTooLarge, TableUnreadable, UnsupportedMediaType
+from cards.errors import TableTooLarge, TableUnreadable
 from cas.slicing._ipc_layout import IpcLayout
 from cas.slicing._limits import TableBounds
+from cas.slicing._media import ARROW_FILE, PARQUET
 from cas.slicing._pages import PageWatch
 from cas.slicing._reader import VerifiedReader
 
-PARQUET = "application/vnd.apache.parquet"
-ARROW_FILE = "application/vnd.apache.arrow.file"
-SUPPORTED_MEDIA_TYPES = (PARQUET, ARROW_FILE)
 MIN_BATCH_ROWS = 1 << 10
 MAX_BATCH_ROWS = 1 << 17
 TARGET_BATCH_BYTES = 8 << 20
@@ -80,32 +80,6 @@ def prepare_child() -> None:
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     pa.set_memory_pool(pa.system_memory_pool())
-
-
-def check_media_type(media_type: str) -> str:
-    """Accept a media type slicing can read.
-
-    Raises:
-        UnsupportedMediaType: any other media type.
-    """
-    if media_type not in SUPPORTED_MEDIA_TYPES:
-        raise UnsupportedMediaType(media_type, SUPPORTED_MEDIA_TYPES)
-    return media_type
-
-
-def open_table(media_type: str, reader: VerifiedReader, bounds: TableBounds) -> TableFile:
-    """Open a verified object as a table of `media_type`, checking its metadata bounds.
-
-    Raises:
-        UnsupportedMediaType: `media_type` is not supported.
-        TableUnreadable: the trailer or metadata is malformed.
-        TableTooLarge: the footer or the column count exceeds `bounds`.
-        IntegrityError: a chunk read differs from its manifest digest.
-    """
-    check_trailer(reader, check_media_type(media_type), bounds)
-    table: TableFile = (ParquetTable if media_type == PARQUET else IpcTable)(reader, bounds)
-    check_width(len(table.schema.names), bounds)  # decoding every name raises UnicodeError early
-    return table
 
 
 def check_trailer(reader: VerifiedReader, media_type: str, bounds: TableBounds) -> None:
@@ -193,7 +167,7 @@ class ParquetTable:
             columns=[name for name in self.schema.names if name in scan.needed],
             use_threads=False,
         )
-        return skipped, _filtered(stream, scan)
+        return skipped, filtered(stream, scan)
 
     def _pruned(self, scan: Scan) -> list[int]:
         """The row groups whose statistics may match the scan's filter, in file order."""
@@ -283,7 +257,7 @@ class IpcTable:
         reader = ipc.open_file(self._file, options=options)
         # IPC buffers are taken as written: without full validation, corrupt offsets make
         # compute kernels read out of bounds (observed as segfaults when fuzzing pyarrow 26).
-        return 0, _filtered(_checked_batches(reader, layout, fields), scan, validate=True)
+        return 0, filtered(_checked_batches(reader, layout, fields), scan, validate=True)
 
 
 def _checked_batches(
@@ -297,7 +271,7 @@ def _checked_batches(
         yield reader.get_batch(index)
 
 
-def _filtered(
+def filtered(
     batches: Iterator[pa.RecordBatch], scan: Scan, *, validate: bool = False
 ) -> Iterator[pa.RecordBatch]:
     """Apply the scan's filter and projection to each batch, lazily."""

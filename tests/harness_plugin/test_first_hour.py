@@ -294,7 +294,7 @@ def test_a_re_record_corrects_an_octet_stream_card_of_a_table(env, capsys):
     octet = "application/octet-stream"
     code, out = _json(capsys, *_record_argv("r.parquet", "--media-type", octet))
     code, again = _json(capsys, *_record_argv("r.parquet"))
-    assert again["changed"] == ["media_type"]
+    assert again["changed"] == ["columns", "shape", "media_type"]
     code, shown = _json(capsys, "show", out["experiment_id"])
     assert shown["table"]["num_rows"] == ROWS
 

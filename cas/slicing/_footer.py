@@ -1,0 +1,219 @@
+"""What a recorded table tells its card: its column names, and its shape where the footer has it.
+
+A record of a table whose caller gave no `columns` (or no `shape`) takes them from the table, so
+a search for a column name finds the result. The store calls `measure` on the staged bytes
+after hashing them and before taking the commit lock; `with_facts` then merges what was read
+into the caller's metadata (pure: given values win, and a re-record fills only what its card
+lacks, so `revised_card` keeps everything else).
+
+Reading is `describe` on the staged file: every byte proven against the manifest just computed,
+in the bounded child of `_isolated`. pyarrow is imported only in that child, before its memory
+bound: the recording process never loads it and keeps its small footprint. A table that cannot
+be read (hostile, truncated, too wide, too slow) never fails the record: it is recorded without
+the derived fields, and the record says why in a warning.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+from pydantic import TypeAdapter, ValidationError
+
+from cards import CardMetadata, ExperimentCardV1, Limits
+from cards.errors import ArtifactError, TableUnreadable
+from cards.model import Column
+from cas._chunks import parse_manifest
+from cas.slicing._isolated import Answer, Bounds, bounded
+from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
+from cas.slicing._media import PARQUET, SUPPORTED_MEDIA_TYPES
+from cas.slicing._reader import VerifiedReader
+
+# A record waits for this; a slice or `show` may take the operator's full budget.
+FOOTER_LIMITS = DEFAULT_SLICE_LIMITS.lowered(max_seconds=10)
+MAX_NAME_CHARS = 256  # longer than any card column may be: the store skips it, knowing why
+_ANSWER_BYTES = 8 << 20
+_COLUMN = TypeAdapter(Column)
+
+
+@dataclass(frozen=True, slots=True)
+class TableFacts:
+    """A table's top-level column names (each cut to `MAX_NAME_CHARS`), their count, its rows."""
+
+    columns: tuple[str, ...]
+    width: int
+    rows: int | None
+
+
+def wanted(metadata: CardMetadata, existing: ExperimentCardV1 | None) -> bool:
+    """Whether reading the table could fill a field that is neither given nor on the card."""
+    if metadata.media_type not in SUPPORTED_MEDIA_TYPES:
+        return False
+    given = metadata.model_fields_set
+    columns = "columns" not in given and (existing is None or not existing.columns)
+    shape = "shape" not in given and (existing is None or existing.shape is None)
+    return columns or (shape and metadata.media_type == PARQUET)  # only Parquet counts rows
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What reading a staged table gave: its facts (None if unread) and warnings saying why not."""
+
+    facts: TableFacts | None = None
+    warnings: tuple[str, ...] = ()
+
+    def complete(
+        self, metadata: CardMetadata, existing: ExperimentCardV1 | None, limits: Limits
+    ) -> tuple[CardMetadata, tuple[str, ...]]:
+        """`metadata` completed by `with_facts`, and every warning for the record."""
+        merged, filled = with_facts(metadata, self.facts, existing, limits)
+        return merged, (*self.warnings, *filled)
+
+
+NOT_MEASURED = Measured()
+
+
+def measure(
+    fd: int,
+    manifest: bytes,
+    metadata: CardMetadata,
+    existing: ExperimentCardV1 | None,
+    limits: SliceLimits = FOOTER_LIMITS,
+) -> Measured:
+    """The facts of the table staged at `fd`, if they could fill a field (see `wanted`).
+
+    A table that cannot be read gives no facts and a warning saying why.
+    """
+    if not wanted(metadata, existing):
+        return NOT_MEASURED
+    try:
+        return Measured(read_facts(fd, manifest, metadata.media_type, limits))
+    except ArtifactError as exc:
+        return Measured(
+            None,
+            (
+                f"columns and shape were not read from the table ({exc.code}: {exc.message}); "
+                "recorded without them",
+            ),
+        )
+
+
+def read_facts(
+    fd: int, manifest: bytes, media_type: str, limits: SliceLimits = FOOTER_LIMITS
+) -> TableFacts:
+    """Read the column names and row count of the table open at `fd` (never closed here).
+
+    Raises:
+        UnsupportedMediaType: `media_type` is not a table format slicing reads.
+        TableUnreadable: the bytes are not a readable table of `media_type`.
+        TableTooLarge: its footer, width or first block exceeds `limits`.
+        SliceTimeout: reading took longer than `limits.max_seconds`.
+        IntegrityError: the staged bytes differ from `manifest`.
+        StoreIOError: the bytes could not be read, or the reader could not be started.
+    """
+    reader = VerifiedReader(
+        os.dup(fd), parse_manifest(manifest), max_read_bytes=limits.max_read_bytes
+    )
+    try:
+        work = functools.partial(_facts_in_child, reader, media_type, limits)
+        bounds = Bounds(limits.max_seconds, limits.max_memory_bytes, _ANSWER_BYTES)
+        answer = bounded(work, reader, bounds, prepare=_load_readers)
+    finally:
+        reader.close()
+    return _facts_from_answer(answer.value)
+
+
+def _load_readers() -> None:
+    import cas.slicing._slice  # noqa: F401  (pyarrow, before the child's memory bound)
+
+
+def _facts_in_child(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
+    from cas.slicing._slice import describe_work
+
+    info = describe_work(reader, media_type, limits).value
+    assert isinstance(info, dict)
+    names = [str(field["name"])[:MAX_NAME_CHARS] for field in info["fields"]]
+    return Answer({"columns": names, "width": len(names), "rows": info["num_rows"]})
+
+
+def _facts_from_answer(value: object) -> TableFacts:
+    """Check the child's answer: a child that read a hostile table is not trusted blindly."""
+    if isinstance(value, dict):
+        names, width, rows = value.get("columns"), value.get("width"), value.get("rows")
+        if (
+            isinstance(names, list)
+            and all(isinstance(name, str) for name in names)
+            and isinstance(width, int)
+            and width == len(names)
+            and (rows is None or (isinstance(rows, int) and rows >= 0))
+        ):
+            return TableFacts(tuple(names), width, rows)
+    raise TableUnreadable("the table's reader answered nonsense")
+
+
+def with_facts(
+    metadata: CardMetadata,
+    facts: TableFacts | None,
+    existing: ExperimentCardV1 | None,
+    limits: Limits,
+) -> tuple[CardMetadata, tuple[str, ...]]:
+    """`metadata` with `columns` and `shape` from `facts` where neither it nor `existing` has them.
+
+    The filled fields count as given, so a re-record writes them onto a card that lacked them;
+    a field the caller gave (even empty: that clears it) or the card already has is left alone.
+    Columns are the table's names in schema order that fit a card column (one line of text,
+    within `limits.column_chars`, not repeated), the first `limits.columns` of them.
+    """
+    if facts is None:
+        return metadata, ()
+    given = metadata.model_fields_set
+    updates: dict[str, object] = {}
+    warnings: tuple[str, ...] = ()
+    if "columns" not in given and (existing is None or not existing.columns):
+        names, warnings = card_columns(facts, limits)
+        if names:
+            updates["columns"] = names
+    if "shape" not in given and (existing is None or existing.shape is None):
+        if facts.rows is not None:
+            updates["shape"] = [facts.rows, facts.width]
+    if not updates:
+        return metadata, warnings
+    values = metadata.model_dump() | updates
+    CardMetadata.model_validate(values)  # the card's own rules, checked before it is built
+    return CardMetadata.model_construct(given | set(updates), **values), warnings
+
+
+def card_columns(facts: TableFacts, limits: Limits) -> tuple[list[str], tuple[str, ...]]:
+    """The names a card lists, and warnings for names left out."""
+    kept: list[str] = []
+    seen: set[str] = set()
+    skipped = 0
+    for name in facts.columns:
+        if len(kept) == limits.columns:
+            break
+        if len(name) > limits.column_chars or name in seen or not _fits(name):
+            skipped += 1
+        else:
+            kept.append(name)
+            seen.add(name)
+    warnings = []
+    if len(kept) == limits.columns and facts.width > len(kept) + skipped:
+        warnings.append(
+            f"the table has {facts.width} columns; the card lists the first {len(kept)} "
+            f"(the bound of {limits.columns})"
+        )
+    if skipped:
+        warnings.append(
+            f"{skipped} column name(s) not listed on the card: longer than "
+            f"{limits.column_chars} characters, not one line of text, or repeated"
+        )
+    return kept, tuple(warnings)
+
+
+def _fits(name: str) -> bool:
+    try:
+        _COLUMN.validate_python(name)
+    except ValidationError:
+        return False
+    return True

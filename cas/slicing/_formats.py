@@ -1,0 +1,36 @@
+"""Opening a verified object as a table of its media type: footed (Parquet, Arrow) or text.
+
+Footed formats have their trailer (magic bytes and footer length) checked against the bounds
+before pyarrow parses anything; text formats are typed from a bounded first block. Either way
+the column count is capped before a scan is planned.
+"""
+
+from __future__ import annotations
+
+from cas.slicing._limits import TableBounds
+from cas.slicing._media import DELIMITERS, PARQUET, TEXT_MEDIA_TYPES, check_media_type
+from cas.slicing._reader import VerifiedReader
+from cas.slicing._tables import IpcTable, ParquetTable, TableFile, check_trailer, check_width
+from cas.slicing._text_tables import CsvTable, JsonLinesTable
+
+
+def open_table(media_type: str, reader: VerifiedReader, bounds: TableBounds) -> TableFile:
+    """Open a verified object as a table of `media_type`, checking its metadata bounds.
+
+    Raises:
+        UnsupportedMediaType: `media_type` is not supported.
+        TableUnreadable: the trailer, metadata or first block is malformed.
+        TableTooLarge: the footer, the column count or a first-block row exceeds `bounds`.
+        IntegrityError: a chunk read differs from its manifest digest.
+    """
+    check_media_type(media_type)
+    table: TableFile
+    if media_type in DELIMITERS:
+        table = CsvTable(reader, bounds, DELIMITERS[media_type])
+    elif media_type in TEXT_MEDIA_TYPES:
+        table = JsonLinesTable(reader, bounds)
+    else:
+        check_trailer(reader, media_type, bounds)
+        table = (ParquetTable if media_type == PARQUET else IpcTable)(reader, bounds)
+    check_width(len(table.schema.names), bounds)  # decoding every name raises UnicodeError early
+    return table

@@ -1,0 +1,308 @@
+"""Prior results in a notebook on the host: search, list, resolve, show and slice, read-only.
+
+A scientist in Jupyter (outside an RLM kernel) opens the project's local store through the
+configuration file the `artmem` CLI uses, and gets tables back as `pyarrow.Table`s:
+
+    >>> from harness_plugin.notebook import open_store
+    >>> store = open_store()  # $ARTMEM_CONFIG; the project of the working directory
+    >>> hit = store.search("response by cohort")[0]
+    >>> hit.card.title
+    'Treatment response by cohort'
+    >>> exp = hit.card.experiment_id
+    >>> store.show(exp).table.num_rows
+    6
+    >>> table = store.read_slice(exp, columns=["cohort", "response"], where="response > 0.5")
+    >>> table.to_pylist()
+    [{'cohort': 'b', 'response': 0.75}, {'cohort': 'c', 'response': 0.875}]
+    >>> store.resolve(exp).path.startswith("/")  # the verified bytes, for another reader
+    True
+
+`store.to_pandas(exp, ...)` and `store.to_polars(exp, ...)` return the same slice as a pandas or
+polars DataFrame where that library is installed; neither is needed otherwise.
+
+Why here: the composition root (DESIGN.md §2) is what knows configuration and projects. Why
+read-only: a notebook is a reader beside the harness; it never creates, writes or locks a file
+(a `read_only` store keeps even its verification proofs in memory), so a session of calls leaves
+the store exactly as it was. The checks are the CLI's: the card's scope, then `resolve` proves
+the object's SHA-256 (or trusts a verification record the CLI wrote for its exact file
+identity), and `show` and `read_slice` prove every chunk they read against the manifest the card
+binds, in the bounded child of `cas.slicing`. Search is the local catalog (exact ids and BM25);
+nothing here loads Honcho, the indexer, the outbox or the store's ingest code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from cards import (
+    ExperimentCardV1,
+    Freshness,
+    InvalidInput,
+    ObjectMissing,
+    UnsupportedMediaType,
+    freshness_verdict,
+)
+from cas import Catalog, ProjectStore, Resolved, SearchHit
+from harness_plugin import _shortids
+from harness_plugin.config import Config, load_config
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from cas.slicing import SliceLimits, TableInfo
+
+UNAVAILABLE = "the bytes are not in the store (quarantined or lost); record the original again"
+
+
+class SliceTruncated(UserWarning):
+    """A slice stopped at its row limit or byte budget: more rows may match."""
+
+
+class StaleResult(UserWarning):
+    """A result's source version differs from the current one, or cannot be compared."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What `show` tells: the card, its freshness, and the table's schema and sizes if a table.
+
+    `table` is None when the bytes are not a table slicing reads (`note` says so) or are not
+    in the store (`available_locally` is then False).
+    """
+
+    card: ExperimentCardV1
+    freshness: Freshness
+    warnings: tuple[str, ...]
+    available_locally: bool
+    table: TableInfo | None
+    note: str | None
+
+
+def open_store(
+    project: str | None = None, *, config: str | None = None, cwd: str | None = None
+) -> NotebookStore:
+    """Open a configured project's store for reading, as the CLI picks it.
+
+    Args:
+        project: a configured project id; by default the project whose root holds `cwd`.
+        config: the configuration file; by default `$ARTMEM_CONFIG`.
+        cwd: the directory that names the project; by default the working directory.
+
+    Raises:
+        ConfigError: no configuration was named, or it is unreadable or invalid.
+        UnknownProject: `project` is not configured, or no project root holds `cwd`.
+    """
+    loaded = load_config(config)
+    project_id = loaded.project_for(cwd or os.getcwd(), project)
+    store = ProjectStore(
+        loaded.artifact_root,
+        project_id,
+        limits=loaded.effective_limits,
+        integrity=loaded.integrity,
+        read_only=True,
+    )
+    return NotebookStore(loaded, store)
+
+
+class NotebookStore:
+    """One project's results, read-only; experiment ids may be unique prefixes (`exp_k3l9qz2a`)."""
+
+    def __init__(self, config: Config, store: ProjectStore) -> None:
+        """Use `open_store`; `store` should be `read_only`."""
+        self._store = store
+        self._limits: SliceLimits = config.slice.resolve()
+
+    @property
+    def project_id(self) -> str:
+        """The project this store reads."""
+        return self._store.project_id
+
+    def search(self, query: str, limit: int | None = None) -> list[SearchHit]:
+        """Cards matching `query` (exact ids, then BM25 over titles, summaries, tags, columns).
+
+        Raises:
+            InvalidInput: `limit` is outside 1 and the configured maximum.
+        """
+        bound = self._store.limits.search_results
+        limit = bound if limit is None else limit
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= bound:
+            raise InvalidInput(f"limit must be an integer between 1 and {bound}")
+        scan = self._store.scan_cards()
+        catalog = Catalog.build(
+            scan.cards, max_cards=self._store.limits.cards_per_project, skipped=len(scan.problems)
+        )
+        return catalog.search(query, limit=limit)
+
+    def list(
+        self,
+        *,
+        tags: Sequence[str] = (),
+        source: str | None = None,
+        since: datetime | None = None,
+        media_type: str | None = None,
+    ) -> list[ExperimentCardV1]:
+        """The project's cards, newest first; each given condition must hold (all `tags`)."""
+        cards = [
+            card
+            for card in self._store.scan_cards().cards
+            if all(tag in card.tags for tag in tags)
+            and (source is None or card.source == source)
+            and (since is None or card.created_at >= since)
+            and (media_type is None or card.artifact.media_type == media_type)
+        ]
+        return sorted(cards, key=lambda c: (c.created_at, c.experiment_id), reverse=True)
+
+    def card(self, experiment_id: str) -> ExperimentCardV1:
+        """One card of the project.
+
+        Raises:
+            InvalidId: `experiment_id` is malformed or a prefix of no card (`AmbiguousId`: of
+                more than one).
+            ExperimentNotFound: there is no such card.
+            CardInvalid: the card is malformed or belongs elsewhere.
+        """
+        return self._store.load_card(self._expand(experiment_id))
+
+    def resolve(self, experiment_id: str, current_source_version: str | None = None) -> Resolved:
+        """Prove the experiment's bytes intact (size and SHA-256) and return their path.
+
+        Raises:
+            InvalidId: `experiment_id` is malformed, or a prefix of no or several cards.
+            ExperimentNotFound: there is no such card.
+            ObjectMissing: the bytes are not in the store.
+            IntegrityError: the bytes differ from the card.
+        """
+        return self._store.resolve(self._expand(experiment_id), current_source_version)
+
+    def show(self, experiment_id: str, current_source_version: str | None = None) -> Shown:
+        """The card and, for a table, its schema, rows and sizes from its footer.
+
+        Raises:
+            InvalidId: `experiment_id` is malformed, or a prefix of no or several cards.
+            ExperimentNotFound: there is no such card.
+            TableUnreadable: the bytes are intact but not a readable table of their type.
+            LimitExceeded: the footer exceeds a slicing bound (`TableTooLarge`, `SliceTimeout`).
+            IntegrityError: a chunk read differs from the card's manifest.
+        """
+        from cas.slicing import describe
+
+        exp_id = self._expand(experiment_id)
+        try:
+            located = self._store.locate(exp_id, current_source_version)
+        except ObjectMissing:
+            card = self._store.load_card(exp_id)
+            state, notes = freshness_verdict(card.source_version, current_source_version)
+            return Shown(card, state, notes, False, None, UNAVAILABLE)
+        shown = Shown(located.card, located.freshness, located.warnings, True, None, None)
+        try:
+            info = describe(located.source, limits=self._limits)
+        except UnsupportedMediaType as exc:
+            return replace(shown, note=exc.message)
+        return replace(shown, table=info)
+
+    def read_slice(
+        self,
+        experiment_id: str,
+        columns: Sequence[str] | None = None,
+        where: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        *,
+        current_source_version: str | None = None,
+    ) -> pa.Table:
+        """Chosen columns and matching rows of a table result, bounded like `artmem slice`.
+
+        Warns `SliceTruncated` when a bound stopped the read, and `StaleResult` when the
+        result's freshness is in doubt against `current_source_version`.
+
+        Raises:
+            InvalidId: `experiment_id` is malformed, or a prefix of no or several cards.
+            InvalidInput: the request is malformed (`FilterSyntaxError`, `FilterTypeError`,
+                `UnknownColumn`, `UnsupportedMediaType` say what).
+            LimitExceeded: the request or the table exceeds a slicing bound.
+            TableUnreadable: the bytes are intact but not a readable table.
+            ObjectMissing: the bytes are not in the store.
+            IntegrityError: a chunk read differs from the card's manifest.
+        """
+        from cas.slicing import SliceRequest, read_slice
+
+        request = SliceRequest(
+            columns=None if columns is None else tuple(columns),
+            where=where,
+            limit=limit,
+            offset=offset,
+        )
+        located = self._store.locate(self._expand(experiment_id), current_source_version)
+        result = read_slice(located.source, request, limits=self._limits)
+        for note in located.warnings:
+            warnings.warn(note, StaleResult, stacklevel=2)
+        if result.truncated:
+            message = (
+                f"stopped at the {result.truncated_reason} after {result.rows} rows: more rows "
+                "may match; narrow `where`, or page with `offset`"
+            )
+            warnings.warn(message, SliceTruncated, stacklevel=2)
+        return result.table
+
+    def to_pandas(
+        self,
+        experiment_id: str,
+        columns: Sequence[str] | None = None,
+        where: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        *,
+        current_source_version: str | None = None,
+    ) -> object:
+        """`read_slice` as a `pandas.DataFrame` (pandas is imported only here).
+
+        Raises:
+            ModuleNotFoundError: pandas is not installed (nothing is read).
+            ArtifactError: as `read_slice` raises.
+        """
+        importlib.import_module("pandas")
+        table = self.read_slice(
+            experiment_id,
+            columns,
+            where,
+            limit,
+            offset,
+            current_source_version=current_source_version,
+        )
+        return table.to_pandas()
+
+    def to_polars(
+        self,
+        experiment_id: str,
+        columns: Sequence[str] | None = None,
+        where: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        *,
+        current_source_version: str | None = None,
+    ) -> object:
+        """`read_slice` as a `polars.DataFrame` (polars is imported only here).
+
+        Raises:
+            ModuleNotFoundError: polars is not installed (nothing is read).
+            ArtifactError: as `read_slice` raises.
+        """
+        polars = importlib.import_module("polars")
+        table = self.read_slice(
+            experiment_id,
+            columns,
+            where,
+            limit,
+            offset,
+            current_source_version=current_source_version,
+        )
+        return polars.from_arrow(table)
+
+    def _expand(self, experiment_id: str) -> str:
+        return _shortids.expand(self._store, experiment_id)
