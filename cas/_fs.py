@@ -236,6 +236,15 @@ class Staged:
         fsync_dir(dest_dir_fd)
         return True
 
+    def drop_name(self) -> None:
+        """Remove the temp name now, after `commit_link`.
+
+        The file lives on under its final name with its final link count, so its identity
+        (ctime) no longer moves.
+        """
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.name, dir_fd=self.dir_fd)
+
     def commit_replace(self, dest_dir_fd: int, dest_name: str) -> None:
         """Publish by atomic rename over `dest_name`, then make the rename durable."""
         os.replace(self.name, dest_name, src_dir_fd=self.dir_fd, dst_dir_fd=dest_dir_fd)

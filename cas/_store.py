@@ -1,33 +1,16 @@
-"""One project's store: record and resolve, under the project's lock and quotas.
-
-Commit protocol of a record (spec §28.3): stream into a locked stage in `tmp/`, fsync, then under
-the project lock check quotas, publish the chunk manifest and the object (hard link, so an existing
-object is never overwritten: that is deduplication), fsync the directory, and write the card
-atomically. Object plus card is the local commit; a crash before the card leaves at most an
-unreferenced object that `fsck` reports, never a card pointing at nothing.
-
-Deduplication never trusts a name or a size: an object already under the artifact id counts as
-stored only once its bytes are proven to hash to that id (by the verification cache or a rehash).
-A corrupt one is moved to `quarantine/` and replaced by the new bytes, with a warning.
-
-Quota bound: quotas are checked under the project lock at commit time, when the object's size and
-the card count are exact, so committed usage never exceeds the limits (overshoot 0). Staging files
-in `tmp/` do occupy disk before that check: at most the sum of the in-flight permitted writes.
-
-A table recorded without columns or shape gets them from the staged bytes, read before the
-lock (`slicing._footer`); one that cannot be read is recorded without them, with a warning.
+"""One project's store: record, resolve and locate, over the project's rooms and lock.
 
 The rooms: `_objects` (object files), `_cardfiles` (card files), `_hashing` (the one hasher),
-`_ingest` (opening a kernel's export safely), `_sniff` (the media type), `_verify` (the
-verification cache), `_fs` (the filesystem edge). This module only orchestrates them. The
-record-only rooms load with the first record, so a reader never imports them. A `read_only`
-store (the notebook API) writes nothing at all: not even a verification record.
+`_ingest` (opening a kernel's export safely), `_record` (the commit protocol of a record,
+deduplication and quotas), `_sniff` (the media type), `_verify` (proofs of intactness and their
+records), `_fs` (the filesystem edge). This module only orchestrates them. The record-only rooms
+load with the first record, so a reader never imports them. A `read_only` store (the notebook
+API) writes nothing at all: not even a verification record.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,31 +21,24 @@ from cards import (
     ArtifactId,
     CardMetadata,
     ExperimentCardV1,
-    ExperimentId,
     IndexState,
     IndexStatus,
     Limits,
     ProjectId,
-    QueryFingerprint,
-    artifact_id_for_digest,
-    experiment_id,
     freshness_verdict,
     parse_artifact_id,
     parse_experiment_id,
     parse_project_id,
 )
-from cards.build import card_changes, new_card, record_warnings, revised_card, with_index
+from cards.build import with_index
 from cards.errors import (
     ArtifactTooLarge,
     InvalidInput,
     ObjectMissing,
-    QuotaExceeded,
     StoreIOError,
 )
 from cards.policy import DEFAULT_LIMITS
-from cas import _fs
-from cas._cardfiles import CardFiles, CardRead, CardScan, CardStamp
-from cas._hashing import Digests, copy_and_hash
+from cas._cardfiles import CardRead, CardScan, CardStamp
 from cas._layout import ProjectLayout
 from cas._objects import ObjectStore
 from cas._progress import Progress
@@ -72,12 +48,7 @@ from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, 
 from cas.slicing._reader import SliceSource, load_manifest
 
 if TYPE_CHECKING:
-    from cas.slicing._footer import Measured
-
-CORRUPT_REPLACED = (
-    "healed: the stored copy of these bytes was corrupt; it was moved to quarantine/ and "
-    "replaced by the recorded bytes"
-)
+    pass
 
 
 def utc_now() -> datetime:
@@ -146,94 +117,22 @@ class ProjectStore:
         """
         self._check_writable()
         from cas._ingest import open_export  # record-only rooms (see the module docstring)
-        from cas._sniff import detect
-        from cas.slicing import _footer
+        from cas._record import Recorder
 
         metadata.check(self.limits)
+        recorder = Recorder(
+            self.project_id, self.limits, self._verifier, self._clock, self._initial_index_state
+        )
         with open_export(
             rlm_root, provenance.session_id, source_path, require_owner=self.require_owner
         ) as src:
-            limit = self.limits.artifact_bytes
-            if src.size > limit:
+            if src.size > self.limits.artifact_bytes:  # before the project is even created
+                limit = self.limits.artifact_bytes
                 raise ArtifactTooLarge(
                     f"the artifact is larger than the {limit}-byte limit", limit=limit
                 )
-            if progress is not None:
-                progress.start(src.size)
             with self._open(create=True) as opened:
-                project = recorded(opened)
-                with project.staging() as tmp_fd, _fs.staged(tmp_fd, "object") as stage:
-                    digests = _stream(src.fd, stage.fd, limit, progress)
-                    src.check_unchanged(digests.size)
-                    metadata = detect(stage.fd, digests.size, src.name, metadata)
-                    # Read outside the lock (it may take seconds); the card seen here only
-                    # spares a needless read: `_commit` decides on the card under the lock.
-                    seen = project.cards.find(self._experiment_id(digests, metadata))
-                    table = _footer.measure(stage.fd, digests.manifest(), metadata, seen)
-                    with project.locked():
-                        return self._commit(
-                            project, tmp_fd, stage, digests, metadata, provenance, table
-                        )
-
-    def _experiment_id(self, digests: Digests, metadata: CardMetadata) -> ExperimentId:
-        return experiment_id(
-            self.project_id,
-            artifact_id_for_digest(digests.sha256),
-            QueryFingerprint(metadata.query_fingerprint),
-            metadata.source_version,
-        )
-
-    def _commit(
-        self,
-        project: Project,
-        tmp_fd: int,
-        stage: _fs.Staged,
-        digests: Digests,
-        metadata: CardMetadata,
-        provenance: Provenance,
-        table: Measured,
-    ) -> Recorded:
-        """Publish the object and write the card; `metadata` says which fields were given."""
-        artifact_id = artifact_id_for_digest(digests.sha256)
-        exp_id = self._experiment_id(digests, metadata)
-        existing = project.cards.find(exp_id)
-        metadata, table_warnings = table.complete(metadata, existing, self.limits)
-        if existing is None:
-            self._check_card_quota(project.cards)
-        present, healed = self._verifier.stored_copy(project.objects, artifact_id, digests)
-        if not present:
-            self._check_byte_quota(project.objects, digests.size)
-        manifest = digests.manifest()
-        project.objects.publish(None if present else stage, artifact_id, manifest, tmp_fd)
-        now = self._clock()
-        if existing is None:
-            card = new_card(
-                experiment_id=exp_id,
-                project_id=self.project_id,
-                artifact_id=artifact_id,
-                sha256=digests.sha256.hex(),
-                size=digests.size,
-                chunk_manifest_sha256=hashlib.sha256(manifest).hexdigest(),
-                metadata=metadata,
-                session_id=provenance.session_id,
-                root_agent_id=provenance.root_agent_id,
-                tool_call_id=provenance.tool_call_id,
-                index_state=self._initial_index_state,
-                now=now,
-            )
-        else:
-            card = revised_card(existing, metadata, now)
-        if card is not existing:
-            project.cards.write(card, tmp_fd)
-        warnings = (*record_warnings(card, deduplicated=present), *table_warnings)
-        return Recorded(
-            card=card,
-            deduplicated=present,
-            card_created=existing is None,
-            card_updated=existing is not None and card is not existing,
-            changed=() if existing is None else card_changes(existing, card),
-            warnings=(*warnings, CORRUPT_REPLACED) if healed else warnings,
-        )
+                return recorder.record(src, recorded(opened), provenance, metadata, progress)
 
     # -- resolve ----------------------------------------------------------------------------
 
@@ -384,21 +283,6 @@ class ProjectStore:
         if self.read_only:
             raise StoreIOError("this store is open read-only; record through artmem or a kernel")
 
-    def _check_card_quota(self, cards: CardFiles) -> None:
-        limit = self.limits.cards_per_project
-        if cards.count() >= limit:
-            raise QuotaExceeded(f"the project already holds {limit} cards", limit=limit)
-
-    def _check_byte_quota(self, objects: ObjectStore, size: int) -> None:
-        used = objects.usage()[1]
-        limit = self.limits.project_bytes
-        if used + size > limit:
-            raise QuotaExceeded(
-                f"recording {size} bytes would exceed the project's {limit}-byte quota "
-                f"({used} bytes used)",
-                limit=limit,
-            )
-
 
 class _UnrecordedProofs(ObjectStore):
     """A read-only store's objects: a proof stays in the process's cache, never on disk."""
@@ -406,13 +290,6 @@ class _UnrecordedProofs(ObjectStore):
     def write_record(self, artifact_id: ArtifactId, data: bytes) -> bool:
         """Write nothing (the record only spares a later rehash)."""
         return False
-
-
-def _stream(src_fd: int, dst_fd: int, limit: int, progress: Progress | None) -> Digests:
-    try:
-        return copy_and_hash(src_fd, dst_fd, limit=limit, progress=progress)
-    except OSError as exc:
-        raise StoreIOError(f"cannot write the object: {exc.strerror}") from exc
 
 
 def _check_version(value: str | None) -> None:

@@ -124,6 +124,40 @@ class Verifier:
         objects.write_record(artifact_id, _record(key, card.artifact.sha256, verified_at))
         return verified_at, True
 
+    def proven_copy(self, objects: ObjectStore, artifact_id: ArtifactId, digests: Digests) -> bool:
+        """Whether an intact copy of `artifact_id` is stored; changes nothing if not.
+
+        Before the project lock: proven by this process's cache or a verification record of the
+        copy's exact identity, else by hashing it. A corrupt copy is left for `stored_copy`,
+        under the lock, to quarantine.
+        """
+        st = objects.lstat(artifact_id)
+        if st is None or not stat.S_ISREG(st.st_mode) or st.st_size != digests.size:
+            return False
+        key = file_identity(self._project, artifact_id, st)
+        sha256 = digests.sha256.hex()
+        if self._mode is IntegrityMode.CACHED and (
+            self._cache.get(key) or _recorded(objects.read_record(artifact_id), key, sha256)
+        ):
+            return True
+        try:
+            stored = objects.digests(artifact_id)
+        except ObjectMissing:
+            return False
+        if stored.sha256 != digests.sha256:
+            return False
+        self.remember(objects, artifact_id, st, sha256)
+        return True
+
+    def remember(
+        self, objects: ObjectStore, artifact_id: ArtifactId, st: os.stat_result, sha256: str
+    ) -> None:
+        """Record that the file of identity `st` holds bytes of `sha256` (just hashed)."""
+        key = file_identity(self._project, artifact_id, st)
+        verified_at = self._clock()
+        self._cache.put(key, verified_at)
+        objects.write_record(artifact_id, _record(key, sha256, verified_at))
+
     def stored_copy(
         self, objects: ObjectStore, artifact_id: ArtifactId, digests: Digests
     ) -> tuple[bool, bool]:

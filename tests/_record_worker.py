@@ -14,7 +14,7 @@ import signal
 import sys
 
 from cards import DEFAULT_LIMITS, ArtifactError, dump_card, parse_metadata
-from cas import ProjectStore, Provenance
+from cas import IntegrityMode, ProjectStore, Provenance
 
 
 def _die() -> None:
@@ -58,7 +58,8 @@ def _install_kill(spec: dict) -> object:
 def main() -> None:
     job = json.loads(sys.argv[1])
     limits = DEFAULT_LIMITS.lowered(**job.get("limits", {}))
-    store = ProjectStore(job["artifact_root"], job["project"], limits=limits)
+    integrity = IntegrityMode(job.get("integrity", "cached"))
+    store = ProjectStore(job["artifact_root"], job["project"], limits=limits, integrity=integrity)
     if job.get("wait"):
         sys.stdin.readline()
     try:

@@ -129,8 +129,8 @@ def test_a_record_killed_at_any_step_leaves_a_consistent_store(ws):
     report = fsck(store)
     assert report.invalid_objects == [] and report.dangling_cards == []
     assert report.invalid_cards == [] and report.manifest_mismatches == []
-    for exp in succeeded:
-        code, out = _run(_job(ws, op="resolve", experiment_id=exp))
+    for exp in succeeded:  # every byte hashed again, not trusted to a verification record
+        code, out = _run(_job(ws, op="resolve", experiment_id=exp, integrity="always"))
         assert code == 0 and out["ok"] and out["hashed"], out
     tmp = ws.project_dir(store) / "tmp"
     for leftover in tmp.iterdir():  # age the crash leftovers past the stale bound
@@ -145,4 +145,8 @@ def test_a_new_process_finds_and_resolves_earlier_records(ws):
     code, out = _run(_job(ws, path="r.bin"))
     assert code == 0 and out["ok"]
     code, resolved = _run(_job(ws, op="resolve", experiment_id=out["experiment_id"]))
+    # The record proved the bytes as they were written: a new process trusts that record.
+    assert code == 0 and resolved == {"ok": True, "hashed": False, "size": len(data)}
+    again = _job(ws, op="resolve", experiment_id=out["experiment_id"], integrity="always")
+    code, resolved = _run(again)
     assert code == 0 and resolved == {"ok": True, "hashed": True, "size": len(data)}

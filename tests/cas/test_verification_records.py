@@ -21,10 +21,13 @@ def _recorded(ws, store, name="r.bin", size=5000):
     return card, obj / card.artifact.artifact_id, obj / (card.artifact.artifact_id + ".verified")
 
 
-def test_a_new_process_trusts_the_record_of_the_same_file(ws):
+def test_a_record_proves_the_bytes_as_written_and_a_new_process_trusts_it(ws):
     card, _, record = _recorded(ws, ws.store())
-    assert ws.store().resolve(card.experiment_id).hashed  # a fresh cache: hashed, recorded
-    assert record.is_file() and oct(record.stat().st_mode & 0o777) == "0o600"
+    assert record.is_file() and oct(record.stat().st_mode & 0o777) == "0o600"  # at publish
+    assert not ws.store().resolve(card.experiment_id).hashed  # a fresh cache: the record
+    record.unlink()
+    assert ws.store().resolve(card.experiment_id).hashed  # no record: hashed, recorded again
+    assert record.is_file()
     again = ws.store().resolve(card.experiment_id)  # another fresh cache: as a new process
     assert not again.hashed
     assert ws.store(integrity=IntegrityMode.ALWAYS).resolve(card.experiment_id).hashed

@@ -1,0 +1,239 @@
+"""Recording a kernel's export: stream, hash, publish, commit the card (spec §29.1 steps 1–4).
+
+Commit protocol (spec §28.3): the bytes go into a locked stage in `tmp/` and are fsynced; then,
+under the project lock, quotas are checked, the chunk manifest and the object are published (hard
+link, so an existing object is never overwritten: that is deduplication), the directory fsynced,
+and the card written atomically. Object plus card is the local commit; a crash before the card
+leaves at most an unreferenced object that `fsck` reports, never a card pointing at nothing.
+
+Two ways in, one commit. Fresh bytes are copied into the stage while they are hashed: one read
+of the source. Bytes that may be stored already (an object of exactly their size exists, and they
+are large enough for a copy to matter) are hashed first, writing nothing; when an intact copy is
+proven stored, nothing is copied at all, and the media type and table facts are read from that
+proven object, never from the source after its hash. Otherwise the source is copied as if fresh.
+
+Deduplication never trusts a name or a size: a stored object counts only once its bytes are proven
+to hash to its id (a verification record of its exact identity, or a rehash). A corrupt one is
+moved to `quarantine/` under the lock and replaced by the new bytes, with a warning.
+
+Quota bound: quotas are checked under the lock at commit time, when the object's size and the
+card count are exact, so committed usage never exceeds the limits (overshoot 0). Stages in `tmp/`
+occupy disk before that check: at most the sum of the in-flight permitted writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cards import (
+    ArtifactId,
+    CardMetadata,
+    ExperimentId,
+    IndexState,
+    Limits,
+    ProjectId,
+    QueryFingerprint,
+    artifact_id_for_digest,
+    experiment_id,
+)
+from cards.build import card_changes, new_card, record_warnings, revised_card
+from cards.errors import QuotaExceeded, StoreIOError
+from cas import _fs
+from cas._cardfiles import CardFiles
+from cas._hashing import Digests, copy_and_hash, hash_fd
+from cas._objects import ObjectStore
+from cas._progress import Progress
+from cas._project import Project
+from cas._results import Provenance, Recorded
+from cas._verify import Clock, Verifier
+
+if TYPE_CHECKING:
+    from cas._ingest import ExportSource
+    from cas.slicing._footer import Measured
+
+CORRUPT_REPLACED = (
+    "healed: the stored copy of these bytes was corrupt; it was moved to quarantine/ and "
+    "replaced by the recorded bytes"
+)
+PROBE_MIN_BYTES = 4 << 20  # below this, copying costs little more than hashing first
+
+
+class _Vanished(Exception):
+    """The stored copy proven before the lock is gone (or corrupt) under it: copy after all."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recorder:
+    """Records into one project; built by `ProjectStore`, which owns the settings."""
+
+    project_id: ProjectId
+    limits: Limits
+    verifier: Verifier
+    clock: Clock
+    initial_index_state: IndexState
+
+    def record(
+        self,
+        src: ExportSource,
+        project: Project,
+        provenance: Provenance,
+        metadata: CardMetadata,
+        progress: Progress | None,
+    ) -> Recorded:
+        """Record the opened export `src` into `project` (see the module docstring).
+
+        Raises:
+            ArtifactTooLarge, QuotaExceeded, SourceChanged, StoreIOError: see
+                `ProjectStore.record`.
+        """
+        limit = self.limits.artifact_bytes  # the caller refused a larger file already
+        if src.size >= PROBE_MIN_BYTES and _has_object_of_size(project.objects, src.size):
+            if progress is not None:
+                progress.start(src.size)
+            digests = hash_fd(src.fd, progress)
+            src.check_unchanged(digests.size)
+            artifact_id = artifact_id_for_digest(digests.sha256)
+            if self.verifier.proven_copy(project.objects, artifact_id, digests):
+                with contextlib.suppress(_Vanished):
+                    return self._deduplicate(project, artifact_id, digests, metadata, provenance)
+        if progress is not None:
+            progress.start(src.size)
+        with project.staging() as tmp_fd, _fs.staged(tmp_fd, "object") as stage:
+            digests = _stream(src.fd, stage.fd, limit, progress)
+            src.check_unchanged(digests.size)
+            measured = self._measure(project, stage.fd, digests, metadata, src.name)
+            with project.locked():
+                return self._commit(project, tmp_fd, stage, digests, *measured, provenance)
+
+    def _deduplicate(
+        self,
+        project: Project,
+        artifact_id: ArtifactId,
+        digests: Digests,
+        metadata: CardMetadata,
+        provenance: Provenance,
+    ) -> Recorded:
+        """Commit against the proven stored copy; its bytes, not the source's, are read."""
+        fd = project.objects.open(artifact_id)
+        try:
+            measured = self._measure(project, fd, digests, metadata, "")
+        finally:
+            os.close(fd)
+        with project.staging() as tmp_fd, project.locked():
+            return self._commit(project, tmp_fd, None, digests, *measured, provenance)
+
+    def _measure(
+        self, project: Project, fd: int, digests: Digests, metadata: CardMetadata, name: str
+    ) -> tuple[CardMetadata, Measured]:
+        """The media type from the bytes at `fd`, and their table facts (before the lock)."""
+        from cas._sniff import detect
+        from cas.slicing import _footer
+
+        metadata = detect(fd, digests.size, name, metadata)
+        # Read outside the lock (it may take seconds); the card seen here only spares a
+        # needless read: `_commit` decides on the card under the lock.
+        seen = project.cards.find(self.experiment_id(digests, metadata))
+        return metadata, _footer.measure(fd, digests.manifest(), metadata, seen)
+
+    def experiment_id(self, digests: Digests, metadata: CardMetadata) -> ExperimentId:
+        """The experiment these bytes and this metadata name."""
+        return experiment_id(
+            self.project_id,
+            artifact_id_for_digest(digests.sha256),
+            QueryFingerprint(metadata.query_fingerprint),
+            metadata.source_version,
+        )
+
+    def _commit(
+        self,
+        project: Project,
+        tmp_fd: int,
+        stage: _fs.Staged | None,
+        digests: Digests,
+        metadata: CardMetadata,
+        table: Measured,
+        provenance: Provenance,
+    ) -> Recorded:
+        """Publish the object (unless `stage` is None: then it must be stored) and the card."""
+        artifact_id = artifact_id_for_digest(digests.sha256)
+        exp_id = self.experiment_id(digests, metadata)
+        existing = project.cards.find(exp_id)
+        metadata, table_warnings = table.complete(metadata, existing, self.limits)
+        if existing is None:
+            _check_card_quota(project.cards, self.limits)
+        present, healed = self.verifier.stored_copy(project.objects, artifact_id, digests)
+        if stage is None and (healed or not present):
+            raise _Vanished
+        if not present:
+            _check_byte_quota(project.objects, digests.size, self.limits)
+        manifest = digests.manifest()
+        project.objects.publish(None if present else stage, artifact_id, manifest, tmp_fd)
+        if stage is not None and not present:
+            # The bytes were hashed as they were written: record the published file's final
+            # identity (our own inode, whatever its name points to later), so its first resolve
+            # and a later deduplication need no rehash.
+            stage.drop_name()
+            sha256 = digests.sha256.hex()
+            self.verifier.remember(project.objects, artifact_id, os.fstat(stage.fd), sha256)
+        now = self.clock()
+        if existing is None:
+            card = new_card(
+                experiment_id=exp_id,
+                project_id=self.project_id,
+                artifact_id=artifact_id,
+                sha256=digests.sha256.hex(),
+                size=digests.size,
+                chunk_manifest_sha256=hashlib.sha256(manifest).hexdigest(),
+                metadata=metadata,
+                session_id=provenance.session_id,
+                root_agent_id=provenance.root_agent_id,
+                tool_call_id=provenance.tool_call_id,
+                index_state=self.initial_index_state,
+                now=now,
+            )
+        else:
+            card = revised_card(existing, metadata, now)
+        if card is not existing:
+            project.cards.write(card, tmp_fd)
+        warnings = (*record_warnings(card, deduplicated=present), *table_warnings)
+        return Recorded(
+            card=card,
+            deduplicated=present,
+            card_created=existing is None,
+            card_updated=existing is not None and card is not existing,
+            changed=() if existing is None else card_changes(existing, card),
+            warnings=(*warnings, CORRUPT_REPLACED) if healed else warnings,
+        )
+
+
+def _has_object_of_size(objects: ObjectStore, size: int) -> bool:
+    """Whether any stored object has exactly `size` bytes (a stat per object; names only)."""
+    return any(entry.artifact_id is not None and entry.size == size for entry in objects.walk())
+
+
+def _stream(src_fd: int, dst_fd: int, limit: int, progress: Progress | None) -> Digests:
+    try:
+        return copy_and_hash(src_fd, dst_fd, limit=limit, progress=progress)
+    except OSError as exc:
+        raise StoreIOError(f"cannot write the object: {exc.strerror}") from exc
+
+
+def _check_card_quota(cards: CardFiles, limits: Limits) -> None:
+    limit = limits.cards_per_project
+    if cards.count() >= limit:
+        raise QuotaExceeded(f"the project already holds {limit} cards", limit=limit)
+
+
+def _check_byte_quota(objects: ObjectStore, size: int, limits: Limits) -> None:
+    used = objects.usage()[1]
+    limit = limits.project_bytes
+    if used + size > limit:
+        raise QuotaExceeded(
+            f"recording {size} bytes would exceed the project's {limit}-byte quota "
+            f"({used} bytes used)",
+            limit=limit,
+        )
