@@ -359,3 +359,12 @@ def _bound(text: str, max_chars: int) -> tuple[str, bool]:
     # Cutting inside a token could leave a secret's prefix too short for its pattern.
     last_space = max(cut.rfind(" "), cut.rfind("\n"), cut.rfind("\t"))
     return (cut[:last_space] if last_space > 0 else cut), True
+
+
+def outbound_query(text: str, max_chars: int) -> str | None:
+    """`text` as a query may leave the machine: bounded, one line, redacted.
+
+    None when nothing but redactions is left: then nothing is sent at all.
+    """
+    redacted = redact(text, max_chars=max_chars, single_line=True).text
+    return redacted if remove_placeholders(redacted).strip() else None

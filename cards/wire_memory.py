@@ -48,6 +48,7 @@ class RecalledItem(BaseModel):
     role: str = Field(description="who said it: user or assistant")
     note_kind: str | None = None
     supersedes: str | None = None
+    superseded: bool = Field(False, description="a correction among these items replaces it")
     date: str | None = None
     message_id: str
 

@@ -31,13 +31,13 @@ from cards import (
     UnknownProject,
     wire_memory,
 )
-from cards.redaction import normalise_text
+from cards.redaction import normalise_text, outbound_query
 from cas import utc_now
 from harness_plugin._capture import EventTracker, Outcome
 from harness_plugin._catalogs import LiveCatalog
 from harness_plugin._conversation import Built, Identity, Said, Skip, build_entry
 from harness_plugin._memory_config import CaptureMode, RecallMode
-from harness_plugin._recall import Recall, RecallFailed, item_text
+from harness_plugin._recall import Recall, RecallFailed, item_text, superseded_ids
 from harness_plugin._runtime import Runtime
 from indexer import MemoryHit
 
@@ -146,7 +146,9 @@ class ConversationMemory:
         except RecallFailed as exc:
             return wire_memory.RecallResult(status="unavailable", reason=exc.reason)
         recalled = self.recall.bounded(context, hits)
-        items = [_item(hit, self.runtime.config.recall.max_item_chars) for hit in hits]
+        replaced = superseded_ids(hits)
+        limit = self.runtime.config.recall.max_item_chars
+        items = [_item(hit, limit, hit.message_id in replaced) for hit in hits]
         answer = self._dialectic(args.question) if self.runtime.config.recall.dialectic else None
         return wire_memory.RecallResult(
             status="ok",
@@ -199,14 +201,19 @@ class ConversationMemory:
     def search(self, cwd: str, query: str, limit: int) -> list[wire_memory.RecalledItem]:
         """Project-scoped conversational hits for `memory_search` (empty on any failure)."""
         project = self.runtime.config.project_for(cwd)
-        future = self.pool.submit(self.service.search_memory, project, query, limit)
+        outbound = outbound_query(query, self.runtime.config.recall.max_query_chars)
+        if outbound is None:
+            return []
+        future = self.pool.submit(self.service.search_memory, project, outbound, limit)
         try:
             found = future.result(timeout=self.runtime.config.honcho.search_timeout_s)
         except (FutureTimeout, ArtifactError):
             self.count("memory_search.conversation_unavailable")
             return []
         limit_chars = self.runtime.config.recall.max_item_chars
-        return [item for item in (_item(h, limit_chars) for h in found.hits) if item.text]
+        replaced = superseded_ids(found.hits)
+        items = (_item(h, limit_chars, h.message_id in replaced) for h in found.hits)
+        return [item for item in items if item.text]
 
     def metrics(self) -> dict[str, int]:
         """Content-free counts: capture outcomes, recall, consent."""
@@ -291,7 +298,10 @@ class ConversationMemory:
 
     def _dialectic(self, question: str) -> str | None:
         timeout = self.runtime.config.recall.dialectic_timeout_ms / 1000
-        future = self.pool.submit(self.service.dialectic, question, timeout)
+        outbound = outbound_query(question, self.runtime.config.recall.max_query_chars)
+        if outbound is None:
+            return None
+        future = self.pool.submit(self.service.dialectic, outbound, timeout)
         try:
             answer = future.result(timeout=timeout)
         except (FutureTimeout, ArtifactError):
@@ -325,11 +335,12 @@ _ENDS = ".!?;:\n"
 _BOUNDARY_RUN = re.compile(r"[ \t]+")
 
 
-def _item(hit: MemoryHit, limit: int) -> wire_memory.RecalledItem:
+def _item(hit: MemoryHit, limit: int, superseded: bool = False) -> wire_memory.RecalledItem:
     text, _ = item_text(hit.content, limit)
     return wire_memory.RecalledItem(
         text=text, kind=hit.kind, role=hit.role, note_kind=hit.note_kind,
-        supersedes=hit.supersedes, date=hit.created_at[:10] or None, message_id=hit.message_id,
+        supersedes=hit.supersedes, superseded=superseded, date=hit.created_at[:10] or None,
+        message_id=hit.message_id,
     )  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""The operator's commands: `fsck`, `sync`, `status`, `serve` and `demo`."""
+"""The operator's commands: `fsck`, `sync`, `status`, `serve`, `demo` and `eval`."""
 
 from __future__ import annotations
 
@@ -99,3 +99,35 @@ def demo(args: argparse.Namespace) -> Outcome:
 
     steps = run_demo(keep=args.keep, say=say, bar_stream=sys.stderr, show_progress=not args.json)
     return Outcome({"steps": steps}, [])
+
+
+# -- eval ---------------------------------------------------------------------------------
+
+
+def run_eval(args: argparse.Namespace) -> Outcome:
+    from harness_plugin._eval import evaluate, judge, passed, report_lines, write_report
+
+    if args.judge is not None:
+        if args.live or args.cases:
+            raise InvalidInput("--from judges a written report: it takes no --live or --case")
+        report = judge(args.judge)
+        status = EXIT_OK if passed(report) else EXIT_ERROR
+        return Outcome(report.model_dump(mode="json"), report_lines(report, None), status)
+    honcho = None
+    if args.live:
+        honcho = load_config(args.config).honcho
+        if not honcho.enabled:
+            raise HonchoDisabled(
+                "--live needs [honcho] enabled = true, with base_url and api_key_env, "
+                "in the configuration"
+            )
+
+    def progress(case: object) -> None:
+        if not args.json and sys.stderr.isatty():
+            print(f"  {getattr(case, 'case_id', '')} done", file=sys.stderr, flush=True)
+
+    report = evaluate(honcho, args.cases, on_case=progress)
+    if args.report:
+        write_report(report, args.report)
+    status = EXIT_OK if passed(report) else EXIT_ERROR
+    return Outcome(report.model_dump(mode="json"), report_lines(report, args.report), status)

@@ -32,7 +32,7 @@ from typing import Protocol
 import orjson
 
 from cards import ArtifactError
-from cards.redaction import normalise_text
+from cards.redaction import normalise_text, outbound_query
 from cas import atomic_write, make_dirs, open_dir, read_small
 from harness_plugin._memory_config import RecallConfig
 from indexer import CircuitBreaker, MemoryHit, MemorySearch, UserContext
@@ -143,11 +143,13 @@ class Recall:
         Raises:
             RecallFailed: a read failed, the deadline passed, or the circuit is open.
         """
+        bounded = outbound_query(query, self.config.max_query_chars)  # redacted before it leaves
+        if bounded is None:
+            raise RecallFailed("recall.no_query")
         if not self.breaker.allow(datetime.now(UTC)):
             raise RecallFailed("recall.circuit_open")
         service = self.service()
         limit = self.config.max_items
-        bounded = query[: self.config.max_query_chars]
         started = self.clock()
         context: Future[UserContext] = self.pool.submit(service.user_context)
         search: Future[MemorySearch] = self.pool.submit(
@@ -234,10 +236,11 @@ class Recall:
                 global_items.append(text)
                 truncated += cut
         project_items: list[str] = []
+        replaced = superseded_ids(hits)
         for hit in hits:
             text, cut = item_text(hit.content, limit)
             if text:
-                project_items.append(f"{text} ({_provenance(hit)})")
+                project_items.append(f"{text} ({_provenance(hit, hit.message_id in replaced)})")
                 truncated += cut
         return Recalled(tuple(global_items), tuple(project_items), truncated)
 
@@ -326,12 +329,19 @@ def render(recalled: Recalled, cards: Sequence[str], config: RecallConfig) -> In
     return Injection(text, items, len(text), math.ceil(len(text) / 4))
 
 
-def _provenance(hit: MemoryHit) -> str:
+def superseded_ids(hits: Sequence[MemoryHit]) -> frozenset[str]:
+    """The message ids that a correction among `hits` names as superseded."""
+    return frozenset(h.supersedes for h in hits if h.kind == "correction" and h.supersedes)
+
+
+def _provenance(hit: MemoryHit, superseded: bool) -> str:
     what = hit.kind if hit.kind != "exchange" else f"said by the {hit.role}"
     if hit.note_kind:
         what += f", {hit.note_kind}"
     if hit.supersedes:
-        what += f", supersedes {hit.supersedes[:24]}"
+        what += ", correcting an earlier memory"
+    if superseded:
+        what = "SUPERSEDED by a correction; " + what
     date = hit.created_at[:10]
     session = hit.honcho_session_id[:12]
     return f"{what}; session {session}" + (f"; {date}" if date else "")

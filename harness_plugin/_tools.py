@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from cards import ArtifactError, InvalidInput, UnknownTool, validation_message, wire, wire_memory
+from cards.redaction import outbound_query
 from cas import Provenance
 from harness_plugin import _views
 from harness_plugin._caller import Caller
@@ -246,7 +247,10 @@ def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> BaseModel:
         service = host.search_service
 
         def remote(query: str, limit: int) -> CardSearch:
-            return service.search_cards(project, query, limit)
+            outbound = outbound_query(query, wire.MAX_QUERY_CHARS)  # redacted before it leaves
+            if outbound is None:
+                return CardSearch(hits=[])
+            return service.search_cards(project, outbound, limit)
 
     outcome = hybrid_search(
         host.catalogs[project],

@@ -291,6 +291,30 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", action="store_true", help="keep the temporary workspace")
 
 
+def _eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--report", metavar="PATH", help="also write the JSON report to PATH")
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="run against the Honcho of [honcho] in --config instead of the fake; creates, "
+        "and afterwards deletes, only its own uniquely named synthetic workspaces",
+    )
+    p.add_argument(
+        "--case",
+        action="append",
+        dest="cases",
+        default=[],
+        metavar="ID",
+        help="only this corpus case (id or number, e.g. 5 or c05-correction); repeat for more",
+    )
+    p.add_argument(
+        "--from",
+        dest="judge",
+        metavar="PATH",
+        help="run nothing: judge the gates of a report written elsewhere (e.g. Stage A, MCP)",
+    )
+
+
 _EXP_HELP = "an experiment id (exp_…), or a unique prefix of at least 8 characters after exp_"
 _ALIASES = {"list": ["ls"]}
 _Configure = Callable[[argparse.ArgumentParser], None]
@@ -325,5 +349,10 @@ _COMMANDS: dict[str, tuple[str, _Configure, str]] = {
         "run a self-contained demonstration in a temporary workspace",
         _demo_args,
         _OPS + "demo",
+    ),
+    "eval": (
+        "run the evaluation corpus (spec §22) and check the promotion gates",
+        _eval_args,
+        _OPS + "run_eval",
     ),
 }

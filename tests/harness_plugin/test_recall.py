@@ -294,3 +294,35 @@ def test_experiment_cards_join_the_block_only_when_configured(tmp_path):
     plain.fake.set_peer_memory("artmem-dev", "user", representation="- Likes cohorts")
     assert "experiment cards" not in _ask(plain, "s9", 1, "cohort response")["inject"]["text"]
     plain.host.close()
+
+
+def test_queries_are_redacted_before_they_leave_the_machine(conv):
+    # Found by `artmem eval` (case 1): the person's message, used as recall's query, carried a
+    # secret to Honcho's search; so did memory_search and memory_recall arguments.
+    key = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    _history(conv)
+    _ask(conv, "s-secret", 1, f"cohorts stay at three with token {key}")
+    _call(conv, "memory_search", {"query": f"cohorts {key}"})
+    _call(conv, "memory_recall", {"question": f"which cohorts, token {key}?"})
+    sent = b"".join(r.raw_body for r in conv.fake.requests)
+    assert key[:12].encode() not in sent and b"cohorts" in sent
+    only_secret = _ask(conv, "s-secret", 2, key)
+    assert only_secret == {"inject": None, "reason": "recall.no_query"}
+
+
+def test_a_correction_marks_what_it_supersedes(conv):
+    _history(conv)
+    old = _call(conv, "memory_recall", {"question": "cohorts stay at three"})["project"]
+    (said,) = [item for item in old if item["role"] == "user"]
+    conv.feed(turn_events(1, "Correction: cohorts stay at three no more, we keep four.", None)[:3])
+    _call(conv, "memory_correct", {"content": "cohorts stay at three no more, we keep four",
+                                   "supersedes": said["message_id"]})  # fmt: skip
+    conv.deliver()
+    recalled = _call(conv, "memory_recall", {"question": "cohorts stay at three"})["project"]
+    marked = {item["text"]: item["superseded"] for item in recalled}
+    assert marked["We agreed cohorts stay at three"] is True
+    assert marked["cohorts stay at three no more, we keep four"] is False
+    block = _ask(conv, "s10", 1, "cohorts stay at three")["inject"]["text"]
+    line = next(x for x in block.splitlines() if x.startswith("- We agreed cohorts"))
+    assert "SUPERSEDED by a correction" in line
+    assert "correcting an earlier memory" in block
