@@ -3,6 +3,11 @@
 Both check the card and scope as resolve does and report freshness; neither hashes the whole
 object: `show` reads the footer, `slice` the chunks it needs, each proven against the chunk
 manifest the card binds.
+
+A slice to `--out` as Parquet, CSV or JSON Lines is streamed into the file batch by batch
+(`export_slice`), within the operator's export bounds (`[slice] export_max_*`); everything
+else (rows on stdout, and the aligned text table, which needs every row to align them) is
+materialised within the slice bounds (`[slice] max_*`).
 """
 
 from __future__ import annotations
@@ -26,8 +31,19 @@ from cards import (
     UnsupportedMediaType,
     freshness_verdict,
 )
+from cards.errors import LimitExceeded
 from cas import Located, ProjectStore, write_new
-from cas.slicing import SliceLimits, SliceRequest, SliceResult, TableInfo, describe, read_slice
+from cas.slicing import (
+    ExportResult,
+    SliceLimits,
+    SliceRequest,
+    SliceResult,
+    SliceSource,
+    TableInfo,
+    describe,
+    export_slice,
+    read_slice,
+)
 from harness_plugin import _views
 from harness_plugin._filter_hints import filter_hints
 
@@ -163,38 +179,88 @@ def slice_view(
     located = store.locate(args.experiment_id, args.current_source_version)  # one card read
     header = card_header(located)
     try:
-        result = read_slice(located.source, request, limits=limits)
+        if args.out and fmt != "table":
+            facts = _export_facts(_export(located.source, request, args.out, fmt, limits))
+        else:
+            facts = _slice(located.source, request, fmt, limits, args, out)
     except (InvalidFilter, UnknownColumn) as exc:
         hints = filter_hints(args.where or "")
         if hints:
             exc.message += "; hint: " + "; ".join(hints)
         raise
-    if args.out:
-        _write_atomically(args.out, _encode(result, fmt))
-    elif not args.json:
-        text = _render_table(result) if fmt == "table" else _encode(result, fmt)
-        out.write(text if isinstance(text, str) else text.decode("utf-8"))
-        out.flush()
-    meta = {
-        **header,
-        "rows": result.rows,
-        "truncated": result.truncated,
-        "truncated_reason": result.truncated_reason,
-        "bytes": result.bytes,
-        "columns": result.columns,
-        "bytes_read": result.bytes_read,
-        "chunks_verified": result.chunks_verified,
-        "out": args.out,
-        "format": fmt,
-    }
+    meta = {**header, **facts, "out": args.out, "format": fmt}
     notices = [f"warning: {w}" for w in header["warnings"]]  # type: ignore[attr-defined]
-    if result.truncated:
-        notices.insert(0, f"(stopped at the {result.truncated_reason}: more rows may match)")
+    if facts["truncated"]:
+        more = "; csv, jsonl or parquet stream all of them" if fmt == "table" and args.out else ""
+        notices.insert(
+            0, f"(stopped at the {facts['truncated_reason']}: more rows may match{more})"
+        )
     if not args.out:
         if not args.json:
             err.write("".join(f"artmem: {line}\n" for line in notices))
         return meta, []
-    return meta, [f"wrote {result.rows} rows to {args.out}", *notices]
+    return meta, [f"wrote {facts['rows']} rows to {args.out}", *notices]
+
+
+def _export(
+    source: SliceSource, request: SliceRequest, path: str, fmt: str, limits: SliceLimits
+) -> ExportResult:
+    """Stream the slice into a new file at `path`; never over an existing file."""
+    try:
+        return export_slice(source, request, path, fmt, limits=limits)
+    except FileExistsError as exc:
+        raise InvalidInput("--out names an existing file; choose a new path") from exc
+
+
+def _export_facts(result: ExportResult) -> dict[str, object]:
+    return {
+        "rows": result.rows,
+        "truncated": result.truncated,
+        "truncated_reason": result.truncated_reason,
+        "bytes": result.bytes,
+        "file_bytes": result.file_bytes,
+        "columns": result.columns,
+        "bytes_read": result.bytes_read,
+        "chunks_verified": result.chunks_verified,
+    }
+
+
+def _slice(
+    source: SliceSource,
+    request: SliceRequest,
+    fmt: str,
+    limits: SliceLimits,
+    args: argparse.Namespace,
+    out: TextIO,
+) -> dict[str, object]:
+    """A slice held in memory within the slice bounds: printed, or written as a text table."""
+    if args.out and request.limit is not None and request.limit > limits.max_rows:
+        raise LimitExceeded(
+            f"--limit {request.limit} is above the configured maximum of {limits.max_rows} rows "
+            "for an aligned text table, which is built in memory; write csv, jsonl or parquet "
+            "to --out to stream any number of rows",
+            limit=limits.max_rows,
+        )
+    result = read_slice(source, request, limits=limits)
+    file_bytes = None
+    if args.out:
+        data = _encode(result, fmt)
+        _write_atomically(args.out, data)
+        file_bytes = len(data)
+    elif not args.json:
+        text = _render_table(result) if fmt == "table" else _encode(result, fmt)
+        out.write(text if isinstance(text, str) else text.decode("utf-8"))
+        out.flush()
+    return {
+        "rows": result.rows,
+        "truncated": result.truncated,
+        "truncated_reason": result.truncated_reason,
+        "bytes": result.bytes,
+        "file_bytes": file_bytes,
+        "columns": result.columns,
+        "bytes_read": result.bytes_read,
+        "chunks_verified": result.chunks_verified,
+    }
 
 
 def _columns(text: str | None) -> tuple[str, ...] | None:

@@ -230,7 +230,11 @@ def _slice_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiment_id", help=_EXP_HELP)
     p.add_argument("--columns", help="comma-separated columns (default: all)")
     p.add_argument("--where", help='filter, e.g. "cohort in (1, 2) and dose >= 10"')
-    p.add_argument("--limit", type=int, help="at most N rows (default and maximum: the limit)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        help="at most N rows (default: the limit; with --out as parquet/csv/jsonl: all rows)",
+    )
     p.add_argument("--offset", type=int, default=0, help="skip the first N matching rows")
     p.add_argument(
         "--format",
@@ -240,8 +244,9 @@ def _slice_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--out",
-        help="write the rows to a new FILE (atomically, never over an existing file) "
-        "instead of stdout",
+        help="write the rows to a new FILE (atomically, never over an existing file) instead "
+        "of stdout; parquet, csv and jsonl are streamed, not capped by [slice] max_rows and "
+        "max_bytes",
     )
     p.add_argument("--current-source-version", help="compare freshness against this version")
 

@@ -26,7 +26,7 @@ from cards import (
     parse_project_id,
 )
 from cas import IntegrityMode, ProjectStore
-from cas.slicing import DEFAULT_SLICE_LIMITS, SliceLimits
+from cas.slicing import DEFAULT_SLICE_LIMITS, ExportLimits, SliceLimits
 from harness_plugin._memory_config import (
     CaptureConfig,
     CaptureMode,
@@ -149,7 +149,14 @@ class HonchoConfig(BaseModel):
 
 
 class SliceConfig(BaseModel):
-    """Bounds on slices (`artmem slice`, kernels' `read_slice`); each may only be lowered."""
+    """Bounds on slices, in two sets that are kept apart.
+
+    `max_*` bound what a slice holds in memory or hands to a model or kernel (the tools,
+    kernels' `read_slice`, the notebook API, `artmem slice` on stdout); each may only be
+    lowered. `export_max_*` bound an operator's slice streamed into a file (`artmem slice
+    --out`), which holds one batch at a time: by default no row bound, 64 GiB of rows'
+    materialised bytes and an hour; they may be raised (see `ExportLimits`).
+    """
 
     model_config = _STRICT
 
@@ -161,14 +168,24 @@ class SliceConfig(BaseModel):
     max_filter_chars: int | None = None
     max_memory_bytes: int | None = None
     max_seconds: int | None = None
+    export_max_rows: int | None = None
+    export_max_bytes: int | None = None
+    export_max_seconds: int | None = None
 
     def resolve(self) -> SliceLimits:
-        """The effective slice limits.
+        """The effective slice limits, the export bounds among them.
 
         Raises:
-            ConfigError: a value is not a positive integer at most its default.
+            ConfigError: a slice bound is not a positive integer at most its default, or an
+                export bound is not a positive integer within its maximum.
         """
-        return DEFAULT_SLICE_LIMITS.lowered(**self.model_dump(exclude_none=True))
+        bounds = self.model_dump(exclude_none=True)
+        export = {
+            name.removeprefix("export_"): bounds.pop(name)
+            for name in list(bounds)
+            if name.startswith("export_")
+        }
+        return DEFAULT_SLICE_LIMITS.lowered(**bounds).with_export(ExportLimits(**export))
 
 
 class ToolsConfig(BaseModel):

@@ -3,10 +3,12 @@
 The public surface is small: a `SliceSource` names the bytes and what binds them (the store
 builds one with `ProjectStore.locate`, a kernel from a resolve result), `read_slice` reads
 projected columns and filtered rows within hard bounds, `describe` reads only the footer (of a
-text table, its first block).
+text table, its first block), and `export_slice` streams a slice into a new file batch by
+batch, within the operator's export bounds (`ExportLimits`) instead of the in-memory ones.
 
     source = store.locate(experiment_id).source
     result = read_slice(source, SliceRequest(columns=("a", "b"), where="a > 1", limit=100))
+    export_slice(source, SliceRequest(where="a > 1"), "/tmp/rows.parquet", "parquet")
 
 Rooms: `_expr` (the filter language, pure) and `_expr_check` (typing it against a schema),
 `_reader` (chunk-verified file reads), `_media` (the formats read, by name), `_formats`
@@ -15,7 +17,8 @@ Rooms: `_expr` (the filter language, pure) and `_expr_check` (typing it against 
 checked before pyarrow decompresses), `_isolated` (all table parsing and decoding in a child
 within memory and time bounds), `_collect` (the kept rows, streamed back from the child),
 `_table_info`, `_footer` (a recorded table's columns and shape, for its card), `_limits`,
-`_slice`.
+`_slice`; `_export` (a slice streamed into a staged file) and `_encoders` (Parquet, CSV and
+JSON Lines writers, run in the child).
 
 Names load lazily (PEP 562): configuration and the store use `SliceLimits` and `SliceSource`
 without loading pyarrow.
@@ -28,13 +31,17 @@ from typing import TYPE_CHECKING
 from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
+    from cas.slicing._export import ExportResult, export_slice
+    from cas.slicing._limits import DEFAULT_SLICE_LIMITS, ExportLimits, SliceLimits
     from cas.slicing._reader import SliceSource
     from cas.slicing._slice import SliceRequest, SliceResult, describe, read_slice
     from cas.slicing._table_info import TableInfo
 
 _EXPORTS = {
+    "ExportResult": "cas.slicing._export",
+    "export_slice": "cas.slicing._export",
     "DEFAULT_SLICE_LIMITS": "cas.slicing._limits",
+    "ExportLimits": "cas.slicing._limits",
     "SliceLimits": "cas.slicing._limits",
     "SliceSource": "cas.slicing._reader",
     "SliceRequest": "cas.slicing._slice",
@@ -46,12 +53,15 @@ _EXPORTS = {
 
 __all__ = [
     "DEFAULT_SLICE_LIMITS",
+    "ExportLimits",
+    "ExportResult",
     "SliceLimits",
     "SliceRequest",
     "SliceResult",
     "SliceSource",
     "TableInfo",
     "describe",
+    "export_slice",
     "read_slice",
 ]
 

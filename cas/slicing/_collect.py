@@ -1,10 +1,12 @@
 """The rows a slice keeps, and how they cross from the child to the caller.
 
 In the child (`_isolated`), `collect` keeps a prefix of the scan's rows within the row limit and
-the byte budget, in file order, and writes it to an Arrow IPC stream as it goes: a kept piece
-is copied out of its decoded batch (so a few rows do not keep a whole batch alive), and small
-pieces are joined before they are written (so a selective filter does not make a message per
-row). The stream is the child's payload; `read_stream` reads it back in the caller.
+the byte budget, in file order, and hands it to a `BatchSink` as it goes: a kept piece is
+copied out of its decoded batch (so a few rows do not keep a whole batch alive), and small
+pieces are joined before they are written (so a selective filter does not make a message or a
+row group per row). A slice's sink is an Arrow IPC stream in memory (`IpcSink`), the child's
+payload, which `read_stream` reads back in the caller; an export's sink encodes into its
+output file (`_encoders`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -26,19 +29,54 @@ JOIN_PIECES = 256
 _NO_THREADS = ipc.IpcReadOptions(use_threads=False)
 
 
+class BatchSink(Protocol):
+    """Where kept rows go, a joined batch at a time."""
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Take the next kept rows, in file order."""
+        ...
+
+    def finish(self, schema: pa.Schema) -> None:
+        """No more rows follow; `schema` is theirs (when none were written, the scan's)."""
+        ...
+
+
+class IpcSink:
+    """The kept rows as an Arrow IPC stream in memory: a slice's payload."""
+
+    def __init__(self) -> None:
+        self._sink = pa.BufferOutputStream()
+        self._writer: ipc.RecordBatchStreamWriter | None = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Append `batch` to the stream."""
+        if self._writer is None:
+            self._writer = ipc.new_stream(self._sink, batch.schema)
+        self._writer.write_batch(batch)
+
+    def finish(self, schema: pa.Schema) -> None:
+        """End the stream (a stream of no batches still carries `schema`)."""
+        if self._writer is None:
+            self._writer = ipc.new_stream(self._sink, schema)
+        self._writer.close()
+
+    def getvalue(self) -> pa.Buffer:
+        """The finished stream."""
+        return self._sink.getvalue()
+
+
 @dataclass(slots=True)
 class Collected:
-    """What a slice kept so far, written to an IPC stream; `reason` names the bound reached."""
+    """What a slice kept so far, handed to `sink`; `reason` names the bound reached."""
 
     schema: pa.Schema
+    sink: BatchSink
     rows: int = 0
     nbytes: int = 0
     seen: int = 0
     reason: str | None = None
     _pending: list[pa.RecordBatch] = field(default_factory=list)
     _pending_bytes: int = 0
-    _sink: pa.BufferOutputStream = field(default_factory=pa.BufferOutputStream)
-    _writer: ipc.RecordBatchStreamWriter | None = None
 
     def keep(self, piece: pa.RecordBatch, whole: pa.RecordBatch) -> None:
         """Keep `piece`, a slice of the decoded batch `whole`."""
@@ -47,7 +85,7 @@ class Collected:
         self.nbytes += piece.nbytes
         if piece.nbytes >= JOIN_BYTES:
             self._flush()
-            self._write(piece)
+            self.sink.write(piece)
             return
         # A copy of the piece alone: the slice would keep all of `whole` alive.
         self._pending.append(piece if piece.num_rows == whole.num_rows else _copied(piece))
@@ -55,23 +93,15 @@ class Collected:
         if self._pending_bytes >= JOIN_BYTES or len(self._pending) >= JOIN_PIECES:
             self._flush()
 
-    def stream(self) -> pa.Buffer:
-        """The kept rows as a finished IPC stream."""
+    def finish(self) -> None:
+        """Hand the sink what is pending, and end it."""
         self._flush()
-        if self._writer is None:
-            self._writer = ipc.new_stream(self._sink, self.schema)
-        self._writer.close()
-        return self._sink.getvalue()
+        self.sink.finish(self.schema)
 
     def _flush(self) -> None:
         if self._pending:
-            self._write(self._pending[0] if len(self._pending) == 1 else _joined(self._pending))
+            self.sink.write(self._pending[0] if len(self._pending) == 1 else _joined(self._pending))
             self._pending, self._pending_bytes = [], 0
-
-    def _write(self, batch: pa.RecordBatch) -> None:
-        if self._writer is None:
-            self._writer = ipc.new_stream(self._sink, batch.schema)
-        self._writer.write_batch(batch)
 
 
 def _copied(piece: pa.RecordBatch) -> pa.RecordBatch:
@@ -82,9 +112,14 @@ def _joined(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
     return pa.concat_batches(pieces)  # dictionaries are unified, not rejected
 
 
-def collect(table: TableFile, scan: Scan, offset: int, limit: int, max_bytes: int) -> Collected:
-    """Read the scan's batches, skip `offset` rows, keep what fits `limit` and `max_bytes`."""
-    out = Collected(pa.schema([table.schema.field(name) for name in scan.columns]))
+def collect(
+    table: TableFile, scan: Scan, offset: int, limit: int, max_bytes: int, sink: BatchSink
+) -> Collected:
+    """Read the scan's batches, skip `offset` rows, hand `sink` what fits `limit` and `max_bytes`.
+
+    The caller ends the sink with `Collected.finish`.
+    """
+    out = Collected(output_schema(table.schema, scan), sink)
     if limit == 0:
         out.reason = ROW_LIMIT
         return out
@@ -101,6 +136,11 @@ def collect(table: TableFile, scan: Scan, offset: int, limit: int, max_bytes: in
             if out.reason is not None:
                 break
     return out
+
+
+def output_schema(schema: pa.Schema, scan: Scan) -> pa.Schema:
+    """The schema of the scan's rows: its output columns, in its order."""
+    return pa.schema([schema.field(name) for name in scan.columns])
 
 
 def _take(out: Collected, batch: pa.RecordBatch, offset: int, limit: int, max_bytes: int) -> None:

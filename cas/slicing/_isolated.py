@@ -18,15 +18,18 @@ Everything that parses or decodes a recorded table runs here, for three reasons:
   buffered JSON lost. A child never finalizes (it leaves with `os._exit`), and the caller
   never runs a pyarrow reader over a Python file.
 
-The child inherits the parsed request and the open reader, and answers through a pipe: an
-optional binary payload, then a JSON envelope, then the envelope's length as 8 bytes. What it
-read is added to the caller's `reader.stats`. A fork of a process with pyarrow loaded costs a
-few milliseconds; the caller's memory is shared copy-on-write, not copied.
+The child inherits the parsed request and the open reader (an export's child, the staged
+output file too, which it writes: `_export`), and answers through a pipe: an optional binary
+payload, then a JSON envelope, then the envelope's length as 8 bytes. What it read is added to
+the caller's `reader.stats`. It dies with the caller (Linux: `PR_SET_PDEATHSIG`), and at its
+alarm in any case. A fork of a process with pyarrow loaded costs a few milliseconds; the
+caller's memory is shared copy-on-write, not copied.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import faulthandler
 import fcntl
 import math
@@ -38,12 +41,13 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NoReturn, cast
 
 import orjson
 
 from cards.errors import (
     IntegrityError,
+    InvalidInput,
     SliceTimeout,
     StoreIOError,
     TableTooLarge,
@@ -60,6 +64,21 @@ _LENGTH_BYTES = 8
 # What a child that ran out of memory leaves on its stderr: pyarrow's `std::bad_alloc` abort,
 # or Python's own fatal MemoryError.
 _MEMORY_HINTS = (b"bad_alloc", b"MemoryError", b"Cannot allocate memory", b"out of memory")
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
+    """`prctl(2)` from libc (Linux), or None where it does not exist."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, *(ctypes.c_ulong,) * 4)
+    function.restype = ctypes.c_int
+    return cast(Callable[[int, int, int, int, int], int], function)
+
+
+_prctl = _load_prctl()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +115,16 @@ def bounded(
         SliceTimeout: the child ran past `bounds.seconds` and was killed.
         TableTooLarge: the child found a bound exceeded, or ran out of its memory bound.
         TableUnreadable: the child crashed, answered too much or nonsense, or failed.
+        InvalidInput: the child found the request impossible to carry out (only the message
+            crosses: work whose errors carry facts sends what the caller needs to raise them).
         IntegrityError: a chunk the child read differs from its manifest.
-        StoreIOError: the child could not be started, or could not read the object.
+        StoreIOError: the child could not be started, read the object or write its output.
     """
     answer_fd, answer_end = os.pipe()
     errors_fd, errors_end = os.pipe()
     with contextlib.suppress(AttributeError, OSError):  # Linux: fewer, larger pipe transfers
         fcntl.fcntl(answer_end, fcntl.F_SETPIPE_SZ, _READ_BYTES)
+    caller = os.getpid()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
@@ -114,7 +136,7 @@ def bounded(
     if pid == 0:
         os.close(answer_fd)
         os.close(errors_fd)
-        _child(work, prepare, answer_end, errors_end, reader, bounds)
+        _child(work, prepare, answer_end, errors_end, reader, bounds, caller)
     os.close(answer_end)
     os.close(errors_end)
     pipes = _Pipes(answer_fd, errors_fd, bounds.answer_bytes)
@@ -141,6 +163,7 @@ def _child(
     errors_fd: int,
     reader: VerifiedReader,
     bounds: Bounds,
+    caller: int,
 ) -> NoReturn:
     code = 1
     try:
@@ -151,6 +174,7 @@ def _child(
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(math.ceil(bounds.seconds) + 1)  # ends the child if the caller vanished
+        _die_with(caller)
         before = (reader.stats.bytes_read, reader.stats.chunks_verified)
         payload: bytes | memoryview = b""
         try:
@@ -172,6 +196,18 @@ def _child(
             os.write(2, b"MemoryError\n")
     finally:
         os._exit(code)
+
+
+def _die_with(caller: int) -> None:
+    """Be killed as soon as the caller dies (Linux), not only at the alarm.
+
+    An export's budget is long, and its child writes a file: a caller killed outright must not
+    leave it running. The check after `prctl` covers a caller that died before it.
+    """
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != caller:
+        os._exit(1)
 
 
 def _limit_address_space(extra: int | None) -> None:
@@ -203,6 +239,7 @@ def _error_fields(exc: Exception, bounds: Bounds) -> dict[str, object]:
         StoreIOError: "io",
         TableTooLarge: "too_large",
         TableUnreadable: "unreadable_table",
+        InvalidInput: "invalid",
     }
     kind = next((name for cls, name in kinds.items() if isinstance(exc, cls)), "unreadable")
     message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
@@ -346,4 +383,6 @@ def _raise(error: dict[str, object]) -> NoReturn:
         raise TableTooLarge(message, limit=limit if isinstance(limit, int) else 0)
     if kind == "unreadable_table":
         raise TableUnreadable(message)
+    if kind == "invalid":
+        raise InvalidInput(message)
     raise TableUnreadable(f"the table cannot be read: {message}")

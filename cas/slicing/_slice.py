@@ -34,7 +34,14 @@ from cards.errors import (
     TableUnreadable,
     UnknownColumn,
 )
-from cas.slicing._collect import BYTE_BUDGET, ROW_LIMIT, collect, read_schema, read_stream
+from cas.slicing._collect import (
+    BYTE_BUDGET,
+    ROW_LIMIT,
+    IpcSink,
+    collect,
+    read_schema,
+    read_stream,
+)
 from cas.slicing._expr import Node, filter_columns, parse_filter
 from cas.slicing._expr_check import compile_filter
 from cas.slicing._formats import open_table
@@ -97,7 +104,12 @@ def read_slice(
         StoreIOError: the object could not be read.
     """
     limits = limits or DEFAULT_SLICE_LIMITS
-    limit, max_bytes = _check_request(request, limits)
+    limit, max_bytes = check_request(
+        request,
+        max_rows=limits.max_rows,
+        max_bytes=limits.max_bytes,
+        max_columns=limits.max_columns,
+    )
     media_type = check_media_type(source.media_type)
     node = (
         None
@@ -156,20 +168,22 @@ def _slice_in_child(
 ) -> Answer:
     """In the child: open the table, plan and collect; the kept rows are the payload."""
     prepare_child()
-    with _table_errors(reader, limits):
+    with table_errors(reader, limits):
         table_file = open_table(media_type, reader, limits.table_bounds)
         try:
-            scan = _plan(table_file.schema, request, node, limit)
+            scan = plan_scan(table_file.schema, request, node, limit)
         except InvalidInput:  # the caller plans again against the schema, and raises there
             return Answer({"schema_only": True}, table_file.schema.serialize())
-        collected = collect(table_file, scan, request.offset, limit, max_bytes)
-        return Answer({"reason": collected.reason, "batches": collected.seen}, collected.stream())
+        sink = IpcSink()
+        collected = collect(table_file, scan, request.offset, limit, max_bytes, sink)
+        collected.finish()
+        return Answer({"reason": collected.reason, "batches": collected.seen}, sink.getvalue())
 
 
 def describe_work(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
     """In the child: the table's description, as JSON (`_footer` builds on it too)."""
     prepare_child()
-    with _table_errors(reader, limits):
+    with table_errors(reader, limits):
         return Answer(
             info_as_answer(
                 table_info(open_table(media_type, reader, limits.table_bounds), media_type)
@@ -183,7 +197,7 @@ def _result(
     """The slice the child answered, or the error its request meets against the schema."""
     value = answer.value if isinstance(answer.value, dict) else {}
     if value.get("schema_only") is True:
-        _plan(read_schema(answer.payload), request, node, limit)
+        plan_scan(read_schema(answer.payload), request, node, limit)
         raise TableUnreadable("the table's reader rejected a request its schema accepts")
     reason, seen = value.get("reason"), value.get("batches")
     if reason not in (None, ROW_LIMIT, BYTE_BUDGET) or not isinstance(seen, int):
@@ -204,25 +218,33 @@ def _result(
     )
 
 
-def _check_request(request: SliceRequest, limits: SliceLimits) -> tuple[int, int]:
-    limit = limits.max_rows if request.limit is None else request.limit
-    max_bytes = limits.max_bytes if request.max_bytes is None else request.max_bytes
-    _check_int("limit", limit, 0, limits.max_rows)
+def check_request(
+    request: SliceRequest, *, max_rows: int, max_bytes: int, max_columns: int
+) -> tuple[int, int]:
+    """The request's row limit and byte budget, once it is checked against the ceilings.
+
+    `max_rows` and `max_bytes` are the ceilings in force: a slice's, or an export's.
+
+    Raises:
+        InvalidInput: a value is malformed.
+        LimitExceeded: a value is above its ceiling.
+    """
+    limit = max_rows if request.limit is None else request.limit
+    budget = max_bytes if request.max_bytes is None else request.max_bytes
+    _check_int("limit", limit, 0, max_rows)
     _check_int("offset", request.offset, 0, _MAX_OFFSET)
-    _check_int("max_bytes", max_bytes, 1, limits.max_bytes)
+    _check_int("max_bytes", budget, 1, max_bytes)
     if request.where is not None and not isinstance(request.where, str):
         raise InvalidInput("where must be a string")
     columns = request.columns
     if columns is not None:
-        if len(columns) > limits.max_columns:
-            raise LimitExceeded(
-                f"more than {limits.max_columns} columns requested", limit=limits.max_columns
-            )
+        if len(columns) > max_columns:
+            raise LimitExceeded(f"more than {max_columns} columns requested", limit=max_columns)
         if not all(isinstance(name, str) and name for name in columns):
             raise InvalidInput("column names must be non-empty strings")
         if len(set(columns)) != len(columns):
             raise InvalidInput("a column is requested more than once")
-    return limit, max_bytes
+    return limit, budget
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> None:
@@ -232,7 +254,13 @@ def _check_int(name: str, value: object, low: int, high: int) -> None:
         raise LimitExceeded(f"{name} {value} is above the configured maximum of {high}", limit=high)
 
 
-def _plan(schema: pa.Schema, request: SliceRequest, node: Node | None, limit: int) -> Scan:
+def plan_scan(schema: pa.Schema, request: SliceRequest, node: Node | None, limit: int) -> Scan:
+    """The scan that reads `request` from a table of `schema`.
+
+    Raises:
+        UnknownColumn: a requested column is not in `schema`.
+        FilterTypeError: the filter does not type against `schema`.
+    """
     columns = list(schema.names) if request.columns is None else list(request.columns)
     for name in columns:
         if schema.get_field_index(name) < 0:
@@ -244,7 +272,7 @@ def _plan(schema: pa.Schema, request: SliceRequest, node: Node | None, limit: in
 
 
 @contextlib.contextmanager
-def _table_errors(reader: VerifiedReader, limits: SliceLimits) -> Iterator[None]:
+def table_errors(reader: VerifiedReader, limits: SliceLimits) -> Iterator[None]:
     """Translate pyarrow's failures into `TableUnreadable`, or into what our reader raised.
 
     Running out of memory (the child's address-space bound) or of what one Arrow array can
