@@ -11,7 +11,15 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-eval "$("$repo/../shared/tools/dsh-env.sh")"
+# The workplace's shared tools sit beside the repository (../shared); ARTMEM_SHARED overrides.
+shared=${ARTMEM_SHARED:-$repo/../shared}
+if [ ! -x "$shared/tools/dsh-env.sh" ]; then
+  echo "harness_plugin/dsh/ci.sh: DSH's environment script is missing at $shared/tools/dsh-env.sh;" \
+       "set ARTMEM_SHARED to the directory holding tools/dsh-env.sh and vendor/" >&2
+  exit 1
+fi
+dsh_env=$("$shared/tools/dsh-env.sh")  # a failure stops here (set -e), not at a later variable
+eval "$dsh_env"
 
 cache=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/artmem-dsh-plugin
 deps="$cache/deps-$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -c1-16)"
