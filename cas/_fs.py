@@ -333,18 +333,43 @@ def is_stale_stage(dir_fd: int, name: str, *, older_than_ns: int) -> bool:
         os.close(fd)
 
 
-def write_new(path: str, chunks: Iterable[bytes], *, replace: bool = False) -> None:
-    """Create the file `path` with `chunks`, atomically; an existing file only with `replace`.
+@dataclass(frozen=True, slots=True)
+class StagedBeside:
+    """A staged file in the directory of `path` (same filesystem), published by `publish`."""
 
-    The bytes are staged beside `path` (same filesystem) and fsynced, then hard-linked into
-    place (which fails if the name exists) or, with `replace`, renamed over it; the directory is
-    fsynced: `path` appears complete or not at all, and a failure (including one raised by
-    `chunks`) leaves no staged file. For files outside the store (an operator's `--out`, an
-    export), named by a plain path.
+    stage: Staged
+    dir_fd: int
+    name: str
+    path: str
+
+    def publish(self, *, replace: bool = False) -> None:
+        """Fsync the staged bytes, then hard-link them to `path` (or, with `replace`, rename).
+
+        Raises:
+            FileExistsError: `path` appeared meanwhile and `replace` is not set.
+            StoreIOError: the file could not be made durable or published.
+        """
+        try:
+            os.fsync(self.stage.fd)
+            if replace:
+                self.stage.commit_replace(self.dir_fd, self.name)
+                return
+            linked = self.stage.commit_link(self.dir_fd, self.name)
+        except OSError as exc:
+            raise StoreIOError(f"cannot write the output file: {exc.strerror}") from exc
+        if not linked:
+            raise FileExistsError(errno.EEXIST, "the file exists", self.path)
+
+
+@contextlib.contextmanager
+def staged_beside(path: str, *, replace: bool = False) -> Iterator[StagedBeside]:
+    """A staged file beside `path`, removed on exit whether or not it was published.
+
+    For files outside the store (an operator's `--out`, an export), named by a plain path.
 
     Raises:
-        FileExistsError: `path` exists (or appeared meanwhile) and `replace` is not set.
-        StoreIOError: the file could not be written.
+        FileExistsError: `path` exists and `replace` is not set.
+        StoreIOError: its directory cannot be opened, or the staged file created.
     """
     directory, name = os.path.split(os.path.abspath(path))
     try:
@@ -355,16 +380,27 @@ def write_new(path: str, chunks: Iterable[bytes], *, replace: bool = False) -> N
         if not replace and os.path.lexists(path):
             raise FileExistsError(errno.EEXIST, "the file exists", path)
         with staged(dir_fd, "out") as stage:
-            try:
-                for chunk in chunks:
-                    write_all(stage.fd, chunk)
-                os.fsync(stage.fd)
-                if replace:
-                    stage.commit_replace(dir_fd, name)
-                    return
-            except OSError as exc:
-                raise StoreIOError(f"cannot write the output file: {exc.strerror}") from exc
-            if not stage.commit_link(dir_fd, name):
-                raise FileExistsError(errno.EEXIST, "the file exists", path)
+            yield StagedBeside(stage, dir_fd, name, path)
     finally:
         os.close(dir_fd)
+
+
+def write_new(path: str, chunks: Iterable[bytes], *, replace: bool = False) -> None:
+    """Create the file `path` with `chunks`, atomically; an existing file only with `replace`.
+
+    The bytes are staged beside `path` and fsynced, then hard-linked into place (which fails if
+    the name exists) or, with `replace`, renamed over it; the directory is fsynced: `path`
+    appears complete or not at all, and a failure (including one raised by `chunks`) leaves no
+    staged file.
+
+    Raises:
+        FileExistsError: `path` exists (or appeared meanwhile) and `replace` is not set.
+        StoreIOError: the file could not be written.
+    """
+    with staged_beside(path, replace=replace) as out:
+        try:
+            for chunk in chunks:
+                write_all(out.stage.fd, chunk)
+        except OSError as exc:
+            raise StoreIOError(f"cannot write the output file: {exc.strerror}") from exc
+        out.publish(replace=replace)

@@ -20,7 +20,6 @@ partial file under the destination's name.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import os
 from collections.abc import Iterator
@@ -118,7 +117,7 @@ def export_slice(
         answer_bytes=4 * limits.max_footer_bytes,  # a schema, when the request does not fit it
     )
     with (
-        _staged_output(path) as output,
+        _fs.staged_beside(path) as output,
         verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader,
     ):
         work = functools.partial(
@@ -127,7 +126,13 @@ def export_slice(
         )  # fmt: skip
         answer = bounded(work, reader, bounds)
         result = _result(answer, reader.stats, request, node, limit, path, fmt)
-        output.publish(result.file_bytes)
+        try:
+            written = os.fstat(output.stage.fd).st_size
+        except OSError as exc:
+            raise StoreIOError(f"cannot write the output file: {exc.strerror}") from exc
+        if written != result.file_bytes:
+            raise TableUnreadable("the table's reader answered another size than it wrote")
+        output.publish()
     return result
 
 
@@ -223,53 +228,3 @@ def _count(value: dict[str, object], key: str) -> int:
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise TableUnreadable("the table's reader answered nonsense")
     return count
-
-
-@dataclass(slots=True)
-class _Output:
-    """A staged output file beside its destination, published only by `publish`."""
-
-    stage: _fs.Staged
-    dir_fd: int
-    name: str
-    path: str
-
-    def publish(self, size: int) -> None:
-        """Check the staged file holds the `size` bytes the child wrote; fsync; link into place.
-
-        Raises:
-            FileExistsError: the destination appeared meanwhile.
-            TableUnreadable: the staged file's size differs from what the child answered.
-            StoreIOError: the file could not be made durable or linked.
-        """
-        try:
-            if os.fstat(self.stage.fd).st_size != size:
-                raise TableUnreadable("the table's reader answered another size than it wrote")
-            os.fsync(self.stage.fd)
-            linked = self.stage.commit_link(self.dir_fd, self.name)
-        except OSError as exc:
-            raise StoreIOError(f"cannot write the output file: {exc.strerror}") from exc
-        if not linked:
-            raise FileExistsError(errno.EEXIST, "the file exists", self.path)
-
-
-@contextlib.contextmanager
-def _staged_output(path: str) -> Iterator[_Output]:
-    """A staged file beside `path`, removed on exit (published or not).
-
-    Raises:
-        FileExistsError: `path` exists.
-        StoreIOError: its directory cannot be opened, or the staged file created.
-    """
-    directory, name = os.path.split(os.path.abspath(path))
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise StoreIOError(f"cannot open the output directory: {exc.strerror}") from exc
-    try:
-        if os.path.lexists(path):
-            raise FileExistsError(errno.EEXIST, "the file exists", path)
-        with _fs.staged(dir_fd, "out") as stage:
-            yield _Output(stage, dir_fd, name, path)
-    finally:
-        os.close(dir_fd)
