@@ -18,19 +18,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness_plugin._eval._corpus import ToolName
+
 _OUT = ConfigDict(extra="forbid")
 FORMAT: Literal["artmem-eval-report/1"] = "artmem-eval-report/1"
-Method = Literal[
-    "first-step",
-    "mcp",  # Stage A: the model called Honcho's MCP tools itself
-    "memory_search",
-    "memory_recall",
-    "memory_record",
-    "memory_correct",
-    "memory_status",
-    "memory_artifact_record",
-    "memory_artifact_resolve",
-]
+# How a probe reached memory: first-step recall, Stage A's MCP tools (the model called Honcho
+# itself), or one of our tools.
+Method = Literal["first-step", "mcp"] | ToolName
 RECALLS = ("first-step", "mcp")  # what puts memory into the model's context before it answers
 WriteMethod = Literal["capture", "memory_record", "memory_correct", "memory_artifact_record"]
 Code = Annotated[str, Field(pattern=r"^[a-z_]+(\.[a-z_]+)*$", max_length=80)]
