@@ -127,9 +127,9 @@ class Verifier:
     def proven_copy(self, objects: ObjectStore, artifact_id: ArtifactId, digests: Digests) -> bool:
         """Whether an intact copy of `artifact_id` is stored; changes nothing if not.
 
-        Before the project lock: proven by this process's cache or a verification record of the
-        copy's exact identity, else by hashing it. A corrupt copy is left for `stored_copy`,
-        under the lock, to quarantine.
+        Proven by this process's cache or a verification record of the copy's exact identity,
+        else by hashing it. A corrupt copy is left in place: `stored_copy`, under the project
+        lock, quarantines it.
         """
         st = objects.lstat(artifact_id)
         if st is None or not stat.S_ISREG(st.st_mode) or st.st_size != digests.size:
@@ -169,25 +169,10 @@ class Verifier:
         Raises:
             StoreIOError: a corrupt copy could not be moved aside.
         """
-        st = objects.lstat(artifact_id)
-        if st is None:
+        if self.proven_copy(objects, artifact_id, digests):
+            return True, False
+        if objects.lstat(artifact_id) is None:
             return False, False
-        if stat.S_ISREG(st.st_mode) and st.st_size == digests.size:
-            key = file_identity(self._project, artifact_id, st)
-            sha256 = digests.sha256.hex()
-            if self._mode is IntegrityMode.CACHED and (
-                self._cache.get(key) or _recorded(objects.read_record(artifact_id), key, sha256)
-            ):
-                return True, False
-            try:
-                stored = objects.digests(artifact_id)
-            except ObjectMissing:
-                stored = None
-            if stored is not None and stored.sha256 == digests.sha256:
-                verified_at = self._clock()
-                self._cache.put(key, verified_at)
-                objects.write_record(artifact_id, _record(key, sha256, verified_at))
-                return True, False
         objects.quarantine(artifact_id)
         return False, True
 
