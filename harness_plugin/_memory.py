@@ -218,8 +218,8 @@ class ConversationMemory:
     def metrics(self) -> dict[str, int]:
         """Content-free counts: capture outcomes, recall, consent."""
         with self._lock:
-            merged = Counter(self.counters) + Counter(self.recall.counters)
-        return dict(sorted(merged.items()))
+            mine = Counter(self.counters)
+        return dict(sorted((mine + self.recall.metrics()).items()))
 
     def count(self, event: str) -> None:
         """Count a content-free event."""

@@ -50,6 +50,7 @@ LATENCY_BUCKETS_MS = (50, 100, 250, 500, 1000, 1500, 3000)
 _MARKER = re.compile(r"\[\s*/?\s*honcho memory", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 MAX_CACHE_ENTRIES = 256
+LOCK_STRIPES = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,12 @@ class Recall:
     _cache: OrderedDict[tuple[str, str], tuple[float, Injection]] = field(
         default_factory=OrderedDict
     )
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # One decision per session and turn at a time, without one session's slow recall holding
+    # up another's: a session takes the stripe its id hashes to.
+    _stripes: tuple[threading.Lock, ...] = field(
+        default_factory=lambda: tuple(threading.Lock() for _ in range(LOCK_STRIPES))
+    )
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock)
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def first_step(
@@ -120,7 +126,8 @@ class Recall:
         reason = self._refusal(root, step, query)
         if reason is None:
             assert query is not None
-            with self._lock:  # one decision per session and turn at a time
+            stripe = self._stripes[hash(session_id) % LOCK_STRIPES]
+            with stripe:  # one decision per session and turn at a time
                 if self._injected_turn(session_id) >= turn:
                     reason = "recall.already_injected"
                 else:
@@ -180,6 +187,11 @@ class Recall:
         with self._count_lock:
             self.counters[event] += 1
 
+    def metrics(self) -> Counter[str]:
+        """A copy of the counts so far."""
+        with self._count_lock:
+            return Counter(self.counters)
+
     # -- internals ----------------------------------------------------------------------------
 
     def _refusal(self, root: bool, step: int, query: str | None) -> str | None:
@@ -200,7 +212,8 @@ class Recall:
     ) -> tuple[Injection | None, str | None]:
         key = (session_id, hashlib.sha256(query.encode()).hexdigest())
         now = self.clock()
-        cached = self._cache.get(key)
+        with self._cache_lock:
+            cached = self._cache.get(key)
         if cached is not None and cached[0] > now:
             self.count("recall.cache_hit")
             return cached[1], None
@@ -217,9 +230,10 @@ class Recall:
         if recalled.truncated:
             self.count("recall.truncated")
         if self.config.cache_s:
-            self._cache[key] = (now + self.config.cache_s, injection)
-            while len(self._cache) > MAX_CACHE_ENTRIES:
-                self._cache.popitem(last=False)
+            with self._cache_lock:
+                self._cache[key] = (now + self.config.cache_s, injection)
+                while len(self._cache) > MAX_CACHE_ENTRIES:
+                    self._cache.popitem(last=False)
         return injection, None
 
     def bounded(self, context: UserContext, hits: Sequence[MemoryHit]) -> Recalled:
