@@ -48,6 +48,7 @@ from cards.errors import (
     UnsupportedMediaType,
     excerpt,
 )
+from cards.lazy import lazy_exports as _lazy_exports
 from cards.policy import DEFAULT_LIMITS, Freshness, Limits, freshness_verdict
 
 if TYPE_CHECKING:
@@ -144,12 +145,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cards' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, _ = _lazy_exports(__name__, _LAZY)  # eager names stay in dir(cards)
