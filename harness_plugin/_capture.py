@@ -93,7 +93,7 @@ class EventTracker:
 
     def append(self, session_id: str, *, root: bool, event: Mapping[str, object]) -> Seen:
         """Take one DSH event of `session_id` (`root` from the host's caller)."""
-        kind, seq, data = event.get("type"), _count(event.get("seq")), event.get("data")
+        kind, seq, data = event.get("type"), count_of(event.get("seq")), event.get("data")
         if not isinstance(kind, str) or seq is None or not isinstance(data, Mapping):
             return Seen(Outcome.INVALID)
         if not root:
@@ -105,7 +105,7 @@ class EventTracker:
         if kind == "agent/inbox/spliced":
             return self._spliced(session, seq, data)
         if kind == "turn/start":
-            number = _count(data.get("turn"))
+            number = count_of(data.get("turn"))
             session.turn = _Turn(number) if number is not None else None
             if number is not None and session.spliced is not None:
                 spliced_seq, text = session.spliced
@@ -218,7 +218,7 @@ def _source_kind(source: object) -> object:
     return source.get("kind") if isinstance(source, Mapping) else None
 
 
-def _count(value: object) -> int | None:
+def count_of(value: object) -> int | None:
     """`value` if it is a non-negative int (not a bool), else None."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value

@@ -33,7 +33,7 @@ from cards import (
 )
 from cards.redaction import normalise_text, outbound_query
 from cas import utc_now
-from harness_plugin._capture import EventTracker, Outcome
+from harness_plugin._capture import EventTracker, Outcome, count_of
 from harness_plugin._catalogs import LiveCatalog
 from harness_plugin._conversation import Built, Identity, Said, Skip, build_entry
 from harness_plugin._memory_config import CaptureMode, RecallMode
@@ -118,10 +118,9 @@ class ConversationMemory:
         Raises:
             InvalidRequest: `turn` or `step` is not a non-negative integer.
         """
-        turn, step = params.get("turn"), params.get("step")
-        if not _count(turn) or not _count(step):
+        turn, step = count_of(params.get("turn")), count_of(params.get("step"))
+        if turn is None or step is None:
             raise InvalidRequest("recall/first-step needs integer params.turn and params.step")
-        assert isinstance(turn, int) and isinstance(step, int)
         if self.runtime.config.recall.mode is RecallMode.OFF:
             return self._no_inject("recall.off")
         try:
@@ -342,7 +341,3 @@ def _item(hit: MemoryHit, limit: int, superseded: bool = False) -> wire_memory.R
         supersedes=hit.supersedes, superseded=superseded, date=hit.created_at[:10] or None,
         message_id=hit.message_id,
     )  # fmt: skip
-
-
-def _count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
