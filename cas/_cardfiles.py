@@ -28,7 +28,9 @@ from cas._layout import CARD_SUFFIX, ProjectLayout
 MAX_CARD_BYTES = 1 << 20
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
-CardStamp = tuple[int, int, int]  # (inode, size, mtime_ns) of a card file
+# What tells a card file's version without reading it, compared for equality only: locally
+# (inode, size, mtime_ns); a bucket backend may use (size, etag).
+CardStamp = tuple[int | str, ...]
 
 
 @dataclass(frozen=True, slots=True)
