@@ -15,6 +15,7 @@ LOCK = "lock"
 CARD_SUFFIX = ".json"
 CHUNKS_SUFFIX = ".chunks"
 VERIFIED_SUFFIX = ".verified"  # a verification record beside its object (see `_verify`)
+USAGE = "objects.summary"  # sizes of the objects per shard, a cache (see `_usage`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from cas import _fs
 from cas._hashing import Digests, hash_fd
 from cas._layout import CHUNKS_SUFFIX, OBJECTS, VERIFIED_SUFFIX, ProjectLayout
 from cas._progress import Progress
+from cas._usage import ObjectSummary, summarise
 
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_RECORD_BYTES = 4096
@@ -93,23 +94,22 @@ class ObjectStore:
                 yield ObjectEntry(f"{OBJECTS}/{shard}", None, 0)
                 continue
             try:
-                for entry in sorted(os.scandir(shard_fd), key=lambda e: e.name):
-                    if entry.name.endswith(_SIDE_FILES):
-                        continue
-                    size = entry.stat(follow_symlinks=False).st_size
-                    artifact_id = _object_name(entry.name, shard)
-                    yield ObjectEntry(f"{OBJECTS}/{shard}/{entry.name}", artifact_id, size)
+                for name, artifact_id, size in _shard_entries(shard_fd, shard):
+                    yield ObjectEntry(f"{OBJECTS}/{shard}/{name}", artifact_id, size)
             finally:
                 os.close(shard_fd)
 
+    def summary(self, stage_fd: int | None = None) -> ObjectSummary:
+        """Count, bytes and sizes of the named objects, from the persisted summary (`_usage`).
+
+        With `stage_fd` (a writer's staging directory) a summary that changed is persisted.
+        """
+        return summarise(self._fd, _object_sizes, stage_fd)
+
     def usage(self) -> tuple[int, int]:
-        """How many objects the project holds, and their bytes."""
-        objects = total = 0
-        for entry in self.walk():
-            if entry.artifact_id is not None:
-                objects += 1
-                total += entry.size
-        return objects, total
+        """How many objects the project holds, and their bytes (writes nothing)."""
+        summary = self.summary()
+        return summary.objects, summary.bytes
 
     def read_manifest(self, artifact_id: ArtifactId) -> bytes | None:
         """The stored chunk manifest's bytes, or None when it is absent or unreadable."""
@@ -196,6 +196,18 @@ class ObjectStore:
         finally:
             os.close(quarantine_fd)
         return name
+
+
+def _shard_entries(shard_fd: int, shard: str) -> Iterator[tuple[str, ArtifactId | None, int]]:
+    """(name, artifact id if the name is an object's, size) of one shard's entries, by name."""
+    for entry in sorted(os.scandir(shard_fd), key=lambda e: e.name):
+        if not entry.name.endswith(_SIDE_FILES):
+            size = entry.stat(follow_symlinks=False).st_size
+            yield entry.name, _object_name(entry.name, shard), size
+
+
+def _object_sizes(shard_fd: int, shard: str) -> Iterator[int]:
+    return (size for _, artifact_id, size in _shard_entries(shard_fd, shard) if artifact_id)
 
 
 def _object_name(name: str, shard: str) -> ArtifactId | None:

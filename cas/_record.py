@@ -91,7 +91,7 @@ class Recorder:
                 `ProjectStore.record`.
         """
         limit = self.limits.artifact_bytes  # the caller refused a larger file already
-        if src.size >= PROBE_MIN_BYTES and _has_object_of_size(project.objects, src.size):
+        if src.size >= PROBE_MIN_BYTES and _has_object_of_size(project, src.size):
             if progress is not None:
                 progress.start(src.size)
             digests = hash_fd(src.fd, progress)
@@ -169,7 +169,7 @@ class Recorder:
         if stage is None and (healed or not present):
             raise _Vanished
         if not present:
-            _check_byte_quota(project.objects, digests.size, self.limits)
+            _check_byte_quota(project.objects, tmp_fd, digests.size, self.limits)
         manifest = digests.manifest()
         project.objects.publish(None if present else stage, artifact_id, manifest, tmp_fd)
         if stage is not None and not present:
@@ -210,9 +210,10 @@ class Recorder:
         )
 
 
-def _has_object_of_size(objects: ObjectStore, size: int) -> bool:
-    """Whether any stored object has exactly `size` bytes (a stat per object; names only)."""
-    return any(entry.artifact_id is not None and entry.size == size for entry in objects.walk())
+def _has_object_of_size(project: Project, size: int) -> bool:
+    """Whether any stored object has exactly `size` bytes (from the objects' summary)."""
+    with project.staging() as tmp_fd:
+        return size in project.objects.summary(tmp_fd).sizes
 
 
 def _stream(src_fd: int, dst_fd: int, limit: int, progress: Progress | None) -> Digests:
@@ -228,8 +229,8 @@ def _check_card_quota(cards: CardFiles, limits: Limits) -> None:
         raise QuotaExceeded(f"the project already holds {limit} cards", limit=limit)
 
 
-def _check_byte_quota(objects: ObjectStore, size: int, limits: Limits) -> None:
-    used = objects.usage()[1]
+def _check_byte_quota(objects: ObjectStore, tmp_fd: int, size: int, limits: Limits) -> None:
+    used = objects.summary(tmp_fd).bytes
     limit = limits.project_bytes
     if used + size > limit:
         raise QuotaExceeded(
