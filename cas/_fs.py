@@ -334,10 +334,70 @@ def is_stale_stage(dir_fd: int, name: str, *, older_than_ns: int) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Unnamed:
+    """A file with no name until it is published (`O_TMPFILE`): a crash leaves nothing behind.
+
+    It is linked into place through `/proc/self/fd`, the one way an unprivileged process can
+    name an open file; `unnamed` falls back to a named stage where either is missing.
+    """
+
+    dir_fd: int
+    fd: int
+
+    def commit_link(self, dest_dir_fd: int, dest_name: str) -> bool:
+        """Publish by hard link, never replacing; False when `dest_name` already existed."""
+        try:
+            os.link(_proc_fd(self.fd), dest_name, dst_dir_fd=dest_dir_fd, follow_symlinks=True)
+        except FileExistsError:
+            return False
+        fsync_dir(dest_dir_fd)
+        return True
+
+    def commit_replace(self, dest_dir_fd: int, dest_name: str) -> None:
+        """Publish by atomic rename over `dest_name`: linked under a temp name first.
+
+        Only a crash between that link and the rename (two system calls) leaves a named stage.
+        """
+        temp = f"{STAGE_PREFIX}out-{os.getpid()}-{secrets.token_hex(8)}{STAGE_SUFFIX}"
+        os.link(_proc_fd(self.fd), temp, dst_dir_fd=dest_dir_fd, follow_symlinks=True)
+        try:
+            os.replace(temp, dest_name, src_dir_fd=dest_dir_fd, dst_dir_fd=dest_dir_fd)
+        except OSError:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp, dir_fd=dest_dir_fd)
+            raise
+        fsync_dir(dest_dir_fd)
+
+
+def _proc_fd(fd: int) -> str:
+    return f"/proc/self/fd/{fd}"
+
+
+@contextlib.contextmanager
+def unnamed(dir_fd: int, kind: str) -> Iterator[Unnamed | Staged]:
+    """An unnamed file in `dir_fd`, or a named, locked stage where the system has none."""
+    try:
+        fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd)
+    except (AttributeError, OSError):  # no O_TMPFILE (not Linux, or the filesystem lacks it)
+        fd = -1
+    if fd >= 0 and not os.path.exists(_proc_fd(fd)):
+        os.close(fd)
+        fd = -1
+    if fd < 0:
+        with staged(dir_fd, kind) as stage:
+            yield stage
+        return
+    try:
+        yield Unnamed(dir_fd, fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
 class StagedBeside:
     """A staged file in the directory of `path` (same filesystem), published by `publish`."""
 
-    stage: Staged
+    stage: Unnamed | Staged
     dir_fd: int
     name: str
     path: str
@@ -363,9 +423,10 @@ class StagedBeside:
 
 @contextlib.contextmanager
 def staged_beside(path: str, *, replace: bool = False) -> Iterator[StagedBeside]:
-    """A staged file beside `path`, removed on exit whether or not it was published.
+    """A staged file beside `path`, gone on exit whether or not it was published.
 
-    For files outside the store (an operator's `--out`, an export), named by a plain path.
+    For files outside the store (an operator's `--out`, an export), named by a plain path. The
+    stage is unnamed where the system allows (`unnamed`): a killed process leaves no file.
 
     Raises:
         FileExistsError: `path` exists and `replace` is not set.
@@ -379,7 +440,7 @@ def staged_beside(path: str, *, replace: bool = False) -> Iterator[StagedBeside]
     try:
         if not replace and os.path.lexists(path):
             raise FileExistsError(errno.EEXIST, "the file exists", path)
-        with staged(dir_fd, "out") as stage:
+        with unnamed(dir_fd, "out") as stage:
             yield StagedBeside(stage, dir_fd, name, path)
     finally:
         os.close(dir_fd)
