@@ -74,7 +74,7 @@ class _Session:
 
 @dataclass(frozen=True, slots=True)
 class Seen:
-    """The outcome of one event, and the exchange when a turn completed."""
+    """The outcome of one event: the message buffered, or the exchange when a turn completed."""
 
     outcome: Outcome
     turn: int | None = None
@@ -161,8 +161,8 @@ class EventTracker:
         if turn is not None:
             if len(turn.user) < self.max_turn_messages:
                 turn.user.append(Said("user", seq, text))
-            else:
-                turn.dropped_messages += 1
+                return Seen(Outcome.BUFFERED, turn.number, (turn.user[-1],))
+            turn.dropped_messages += 1
         return Seen(Outcome.BUFFERED)
 
     def _assistant(self, session: _Session, seq: int, data: Mapping[str, object]) -> Seen:
@@ -173,9 +173,10 @@ class EventTracker:
         if _source_kind(message.get("source")) != "model":
             return Seen(Outcome.EXCLUDED_SOURCE)
         text = text_of(message.get("content"))[: self.max_message_chars + 1]
-        if text:
-            turn.assistant = Said("assistant", seq, text)  # the last textual one is final
-        return Seen(Outcome.BUFFERED)
+        if not text:
+            return Seen(Outcome.BUFFERED)
+        turn.assistant = Said("assistant", seq, text)  # the last textual one is final
+        return Seen(Outcome.BUFFERED, turn.number, (turn.assistant,))
 
     def _end(self, session: _Session, data: Mapping[str, object]) -> Seen:
         turn, session.turn = session.turn, None

@@ -35,7 +35,7 @@ from cards.redaction import normalise_text, outbound_query
 from cas import utc_now
 from harness_plugin._capture import EventTracker, Outcome, count_of
 from harness_plugin._catalogs import LiveCatalog
-from harness_plugin._conversation import Built, Identity, Said, Skip, build_entry
+from harness_plugin._conversation import Built, Identity, Said, Skip, build_entry, prepare
 from harness_plugin._memory_config import CaptureMode, RecallMode
 from harness_plugin._recall import Recall, RecallFailed, item_text, superseded_ids
 from harness_plugin._runtime import Runtime
@@ -87,6 +87,9 @@ class ConversationMemory:
         with self._lock:  # one reader thread in the worker; the lock keeps direct callers safe
             seen = self.tracker.append(session_id, root=root, event=event)
         self.count(str(seen.outcome))
+        if seen.outcome is Outcome.BUFFERED and seen.said:
+            if self.runtime.config.capture.mode is not CaptureMode.OFF:
+                prepare(seen.said[0].text, self.runtime.config.capture)
         if seen.outcome is not Outcome.EXCHANGE:
             skipped = None if seen.outcome in _QUIET else str(seen.outcome)
             return {"accepted": seen.outcome is not Outcome.INVALID, "captured": None,

@@ -56,6 +56,30 @@ def test_the_recorded_turn_is_one_exchange_with_exact_metadata(conv):
     assert TOOL_ARGUMENTS.encode() not in sent and b"tool-result" not in sent
 
 
+def test_messages_are_redacted_as_they_arrive_not_when_the_turn_ends(conv, monkeypatch):
+    """The turn's end waits for a durable write; it should not wait for redaction too."""
+    import cards.redaction
+    import harness_plugin._conversation as conversation
+
+    calls: list[str] = []
+
+    def counting(text, **kwargs):
+        calls.append(text)
+        return cards.redaction.redact(text, **kwargs)
+
+    monkeypatch.setattr(conversation, "redact", counting)
+    conversation._redacted.cache_clear()
+    events = turn_events(1, "the key is sk-live-0123456789abcdef", "noted, and redacted")
+    *before_end, end = events
+    conv.feed(before_end)
+    assert len(calls) == 2  # the user's message and the answer, on arrival
+    (reply,) = conv.feed([end])
+    assert reply["captured"] and len(calls) == 2  # nothing redacted again at the end
+    conv.deliver()
+    user, _ = conv.messages()
+    assert "sk-live" not in user.content and "[redacted:" in user.content
+
+
 @pytest.mark.parametrize("end", ["error", "aborted", "cancelled", "max-steps"])
 def test_a_turn_that_did_not_complete_is_not_captured(conv, end):
     replies = conv.feed(turn_events(1, "keep this private", "partial", end=end))
