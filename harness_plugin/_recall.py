@@ -19,6 +19,7 @@ import hashlib
 import math
 import os
 import re
+import stat
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -51,6 +52,10 @@ _MARKER = re.compile(r"\[\s*/?\s*honcho memory", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 MAX_CACHE_ENTRIES = 256
 LOCK_STRIPES = 64
+# Turn markers (`<state_root>/recall/`, one per session) idle this long are removed.
+MARKER_TTL_S = 30 * 86_400
+PRUNE_EVERY_S = 3_600.0
+MAX_PRUNED = 10_000  # per pass, so one pass stays short
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +115,7 @@ class Recall:
     )
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
+    _next_prune: float = float("-inf")  # markers are pruned at the first mark, then hourly
 
     def first_step(
         self,
@@ -293,8 +299,33 @@ class Recall:
         try:
             data = orjson.dumps({"turn": turn})
             atomic_write(directory, self._marker_name(session_id), data, directory, "recall")
+            now = self.clock()
+            if now >= self._next_prune:
+                self._next_prune = now + PRUNE_EVERY_S
+                prune_markers(directory, time.time() - MARKER_TTL_S)
         finally:
             os.close(directory)
+
+
+def prune_markers(directory: int, older_than: float) -> int:
+    """Remove turn markers (and crash-left stages) last written before `older_than`.
+
+    A session idle that long has no turn in flight: forgetting its marker can at worst let a
+    turn it resumes recall once more. Returns how many files were removed.
+    """
+    removed = 0
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if not entry.name.endswith((".turn", ".tmp")) or removed >= MAX_PRUNED:
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode) and st.st_mtime < older_than:
+                    os.unlink(entry.name, dir_fd=directory)
+                    removed += 1
+            except FileNotFoundError:
+                continue  # another worker pruned it first
+    return removed
 
 
 class MemoryReads(Protocol):

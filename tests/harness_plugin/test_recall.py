@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from conversation_helpers import Conversation, turn_events
 from host_helpers import caller
@@ -71,6 +74,23 @@ def test_once_per_turn_only_on_step_one_and_across_a_restart(conv):
     conv.feed(turn_events(1, "cohorts?", None, start_seq=100)[:3], session="s2")
     assert conv.first_step("s2", 1)["reason"] == "recall.already_injected"
     assert _ask(conv, "s2", 2, "cohorts again?")["inject"] is not None  # the next turn may
+
+
+def test_markers_of_long_idle_sessions_are_pruned(conv):
+    _history(conv)
+    markers = Path(conv.config.state_root) / "recall"
+    assert _ask(conv, "s-old", 1, "cohorts?")["inject"] is not None
+    (old,) = markers.glob("*.turn")
+    os.utime(old, (1_000_000_000, 1_000_000_000))  # idle since 2001
+    leftover = markers / "stage-recall-1-dead.tmp"  # a writer killed mid-write, long ago
+    leftover.write_bytes(b"{")
+    os.utime(leftover, (1_000_000_000, 1_000_000_000))
+    conv.host.close()
+    conv.host = conv.new_host()  # a new worker prunes at its first mark
+    assert _ask(conv, "s-new", 1, "cohorts?")["inject"] is not None
+    (kept,) = markers.iterdir()
+    assert kept.name.endswith(".turn") and kept != old
+    assert _ask(conv, "s-old", 1, "cohorts?")["inject"] is not None  # at worst, once more
 
 
 def test_no_recall_for_a_child_or_without_the_turns_message(conv):
