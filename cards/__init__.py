@@ -49,13 +49,12 @@ from cards.errors import (
     excerpt,
 )
 from cards.lazy import lazy_exports as _lazy_exports
-from cards.policy import DEFAULT_LIMITS, Freshness, Limits, freshness_verdict
+from cards.policy import DEFAULT_LIMITS, Freshness, IndexState, Limits, freshness_verdict
 
 if TYPE_CHECKING:
     from cards.model import (
         CardMetadata,
         ExperimentCardV1,
-        IndexState,
         IndexStatus,
         dump_card,
         parse_card,
@@ -73,7 +72,6 @@ if TYPE_CHECKING:
 _LAZY = {
     "CardMetadata": "cards.model",
     "ExperimentCardV1": "cards.model",
-    "IndexState": "cards.model",
     "IndexStatus": "cards.model",
     "dump_card": "cards.model",
     "parse_card": "cards.model",

@@ -22,10 +22,9 @@ from cards.model import (
     ArtifactRefV1,
     CardMetadata,
     ExperimentCardV1,
-    IndexState,
     IndexStatus,
 )
-from cards.policy import UNKNOWN_SOURCE_VERSION
+from cards.policy import UNKNOWN_SOURCE_VERSION, IndexState
 
 PRODUCER = "artmem 0.1.0"
 _REQUIRED = ("title", "summary", "source")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import re
 from typing import Annotated, Literal, Self
 
@@ -30,7 +29,7 @@ from cards._ids import (
 )
 from cards.canonical import canonical_json
 from cards.errors import CardInvalid, InvalidInput, UnsupportedVersion, excerpt
-from cards.policy import DEFAULT_LIMITS, Limits
+from cards.policy import DEFAULT_LIMITS, IndexState, Limits
 
 CARD_SCHEMA_VERSION: Literal[1] = 1
 ARTIFACT_SCHEMA_VERSION: Literal[1] = 1
@@ -73,16 +72,6 @@ SessionIdField = Annotated[str, Field(pattern=_anchored(_ids.SESSION_ID))]
 FingerprintField = Annotated[str, Field(pattern=_anchored(_ids.SHA256_HEX))]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, validate_default=True)
-
-
-class IndexState(enum.StrEnum):
-    """Where a card stands with the Honcho index (spec §27.3, §29.2)."""
-
-    PENDING = "pending"
-    QUEUED = "queued"
-    INDEXED = "indexed"
-    FAILED = "failed"
-    DISABLED = "disabled"
 
 
 class ArtifactRefV1(BaseModel):

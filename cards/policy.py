@@ -84,3 +84,13 @@ def freshness_verdict(recorded: str, current: str | None) -> tuple[Freshness, tu
     state = freshness(recorded, current)
     warning = freshness_warning(state)
     return state, (warning,) if warning else ()
+
+
+class IndexState(enum.StrEnum):
+    """Where a card stands with the Honcho index (spec §27.3, §29.2)."""
+
+    PENDING = "pending"
+    QUEUED = "queued"
+    INDEXED = "indexed"
+    FAILED = "failed"
+    DISABLED = "disabled"

@@ -13,8 +13,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cards.model import CardMetadata, IndexState, Label
-from cards.policy import DEFAULT_LIMITS, Freshness
+from cards.model import CardMetadata, Label
+from cards.policy import DEFAULT_LIMITS, Freshness, IndexState
 from cards.wire_memory import RecalledItem
 
 _IN = ConfigDict(extra="forbid", frozen=True, strict=True)

@@ -12,7 +12,8 @@ from strategies import build_card, metadata_fields
 
 from cards import InvalidId, InvalidInput, parse_card
 from cards.errors import CardInvalid
-from cards.model import ExperimentCardV1, IndexState, IndexStatus, dump_card
+from cards.model import ExperimentCardV1, IndexStatus, dump_card
+from cards.policy import IndexState
 from cards.redaction import (
     MAX_REDACT_CHARS,
     RedactionKind,
