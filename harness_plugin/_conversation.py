@@ -8,15 +8,16 @@ The delivery id is computed from the post-redaction payload, so capturing the sa
 one delivery. Metadata says where a message came from and what it is, never more: unknown
 fields (repository, task lineage) are omitted, not invented.
 
-Redaction costs about 1.3 µs per character; `prepare` runs it when a message arrives, so the
-event that completes a turn, which also waits for a durable write, finds it done (a small
-memo keyed by text and bound; a different bound at the end redacts again).
+Redaction costs about 1.3 µs per character; `Redactions.prepare` runs it when a message arrives,
+so the event that completes a turn, which also waits for a durable write, finds it done (a small
+memo per worker keyed by text and bound; a different bound at the end redacts again).
 """
 
 from __future__ import annotations
 
 import enum
-import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -85,15 +86,17 @@ def build_entry(
     now: datetime,
     seq: int,
     extra: dict[str, str] | None = None,
+    redactions: Redactions | None = None,
 ) -> Built | Skip:
     """The outbox entry for `said` in `who`'s harness session, or why there is none.
 
     `kind` is `exchange`, `note` or `correction`; `extra` adds metadata (`note_kind`,
-    `supersedes`). Messages keep their order.
+    `supersedes`); `redactions` may hold the messages' redactions already. Messages keep their
+    order.
     """
     budget = limits.max_exchange_chars
     kept: list[tuple[Said, str]] = []
-    redactions, truncated = 0, False
+    count, truncated = 0, False
     for item in said:
         bound = min(limits.max_message_chars, budget)
         if len(item.text) > bound:
@@ -102,8 +105,11 @@ def build_entry(
             truncated = True
         if bound <= 0:
             continue
-        result = _redacted(item.text, bound)
-        redactions += result.redactions
+        if redactions is not None:
+            result = redactions.of(item.text, bound)
+        else:
+            result = redact(item.text, max_chars=bound)
+        count += result.redactions
         text = result.text.strip()[:HONCHO_MAX_CHARS]
         if not remove_placeholders(text).strip():
             continue
@@ -139,17 +145,35 @@ def build_entry(
         seq=seq,
         admitted_at=now,
     )
-    return Built(entry, redactions, truncated)
+    return Built(entry, count, truncated)
 
 
-def prepare(text: str, limits: CaptureConfig) -> None:
-    """Redact an arriving message now, with the bound its exchange will most likely give it."""
-    _redacted(text, min(limits.max_message_chars, limits.max_exchange_chars))
+class Redactions:
+    """Redaction results of the latest messages, by text and bound (thread-safe)."""
 
+    def __init__(self, max_entries: int = 32) -> None:
+        self._max_entries = max_entries
+        self._results: OrderedDict[tuple[str, int], RedactionResult] = OrderedDict()
+        self._lock = threading.Lock()
 
-@functools.lru_cache(maxsize=32)  # a few turns' messages; thread-safe
-def _redacted(text: str, bound: int) -> RedactionResult:
-    return redact(text, max_chars=bound)
+    def prepare(self, text: str, limits: CaptureConfig) -> None:
+        """Redact an arriving message now, with the bound its exchange will most likely give."""
+        self.of(text, min(limits.max_message_chars, limits.max_exchange_chars))
+
+    def of(self, text: str, bound: int) -> RedactionResult:
+        """`redact(text, max_chars=bound)`, computed once while it stays among the latest."""
+        key = (text, bound)
+        with self._lock:
+            result = self._results.get(key)
+            if result is not None:
+                self._results.move_to_end(key)
+                return result
+        result = redact(text, max_chars=bound)  # outside the lock: other sessions go on
+        with self._lock:
+            self._results[key] = result
+            while len(self._results) > self._max_entries:
+                self._results.popitem(last=False)
+        return result
 
 
 def _role(kind: str, role: str) -> str:

@@ -35,7 +35,7 @@ from cards.redaction import normalise_text, outbound_query
 from cas import utc_now
 from harness_plugin._capture import EventTracker, Outcome, count_of
 from harness_plugin._catalogs import LiveCatalog
-from harness_plugin._conversation import Built, Identity, Said, Skip, build_entry, prepare
+from harness_plugin._conversation import Built, Identity, Redactions, Said, Skip, build_entry
 from harness_plugin._memory_config import CaptureMode, RecallMode
 from harness_plugin._recall import Recall, RecallFailed, item_text, superseded_ids
 from harness_plugin._runtime import Runtime
@@ -61,6 +61,7 @@ class ConversationMemory:
     tracker: EventTracker = field(init=False)
     recall: Recall = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _redactions: Redactions = field(default_factory=Redactions, init=False)
 
     def __post_init__(self) -> None:
         capture = self.runtime.config.capture
@@ -89,7 +90,7 @@ class ConversationMemory:
         self.count(str(seen.outcome))
         if seen.outcome is Outcome.BUFFERED and seen.said:
             if self.runtime.config.capture.mode is not CaptureMode.OFF:
-                prepare(seen.said[0].text, self.runtime.config.capture)
+                self._redactions.prepare(seen.said[0].text, self.runtime.config.capture)
         if seen.outcome is not Outcome.EXCHANGE:
             skipped = None if seen.outcome in _QUIET else str(seen.outcome)
             return {"accepted": seen.outcome is not Outcome.INVALID, "captured": None,
@@ -252,7 +253,7 @@ class ConversationMemory:
         assert self.runtime.outbox is not None
         built = build_entry(
             who, turn, said, kind=kind, limits=self.runtime.config.capture, now=self.clock(),
-            seq=self.runtime.outbox.next_seq(), extra=extra,
+            seq=self.runtime.outbox.next_seq(), extra=extra, redactions=self._redactions,
         )  # fmt: skip
         if isinstance(built, Skip):
             self.count(str(built))

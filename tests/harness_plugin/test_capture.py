@@ -68,7 +68,6 @@ def test_messages_are_redacted_as_they_arrive_not_when_the_turn_ends(conv, monke
         return cards.redaction.redact(text, **kwargs)
 
     monkeypatch.setattr(conversation, "redact", counting)
-    conversation._redacted.cache_clear()
     events = turn_events(1, "the key is sk-live-0123456789abcdef", "noted, and redacted")
     *before_end, end = events
     conv.feed(before_end)
