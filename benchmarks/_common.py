@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 MIB = 1 << 20
@@ -438,3 +438,118 @@ def foreign_load(results: Sequence[ChildResult]) -> str:
     """The median CPU use of other processes during `results`, or '?' when unknown."""
     loads = [r.foreign_cpus for r in results if r.foreign_cpus is not None]
     return f"{median(loads):.2f}" if loads else "?"
+
+
+# -- whole commands (benchmarks/compare.py) ---------------------------------------------------
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo), or the platform's processor string."""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as info:
+        for line in info:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def timed_command(argv: Sequence[str], *, cwd: str | None = None) -> float:
+    """Run one whole command, its output captured; return its wall-clock seconds.
+
+    Raises:
+        RuntimeError: the command exited non-zero.
+    """
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        shown = " ".join(argv)[:200]
+        raise RuntimeError(
+            f"{shown} exited {done.returncode}:\n{done.stderr.decode(errors='replace')[-2000:]}"
+        )
+    return seconds
+
+
+def spread(samples: Sequence[float]) -> str:
+    """'median (min–max)' of several timings, in seconds."""
+    return f"{median(samples):.3f} ({min(samples):.3f}–{max(samples):.3f})"
+
+
+# -- paired comparisons of whole commands (benchmarks/compare.py) ------------------------------
+
+Run = Callable[[int], float]  # the run's number (-1: an untimed warm-up) -> its measured seconds
+Check = Callable[[list[float], list[float] | None], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One comparison: artmem's runs, the baseline's, and the target they are held to."""
+
+    name: str
+    ours: list[float]
+    baseline: str
+    theirs: list[float] | None
+    target: str
+    met: bool | None
+
+    def cells(self) -> list[str]:
+        ratio = "" if not self.theirs else f"{median(self.ours) / median(self.theirs):.2f}×"
+        base = spread(self.theirs) if self.theirs else ""
+        shown = "" if self.met is None else verdict(self.met)
+        return [self.name, spread(self.ours), self.baseline, base, ratio, self.target, shown]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How the pairs run: repeats, and the conditions of the large-file runs."""
+
+    repeat: int
+    quiet_wait: float
+    recycle: bool
+    scratch_dir: str
+    warm_up: bool = True
+
+    def settle(self, heavy: int) -> None:
+        """Before a run that moves `heavy` bytes: a quiet moment, then freed page cache."""
+        if heavy and self.quiet_wait:
+            wait_for_quiet(self.quiet_wait)
+        if heavy and self.recycle:
+            recycle_page_cache(self.scratch_dir, heavy)
+
+
+def paired(
+    plan: Plan, ours: Run, theirs: Run | None, *, heavy: int = 0
+) -> tuple[list[float], list[float] | None]:
+    """Run `ours` and `theirs` `plan.repeat` times each, in alternating order.
+
+    Each side runs once untimed first (run number -1), unless the plan skips warming up.
+    """
+    sides: list[tuple[Run, list[float]]] = [(ours, [])]
+    if theirs is not None:
+        sides.append((theirs, []))
+    for run, _ in sides if plan.warm_up else ():
+        run(-1)
+    for number in range(plan.repeat):
+        for run, samples in sides if number % 2 == 0 else sides[::-1]:
+            plan.settle(heavy)
+            samples.append(run(number))
+    return sides[0][1], (sides[1][1] if theirs is not None else None)
+
+
+def at_most(seconds: float) -> Check:
+    return lambda ours, _theirs: median(ours) <= seconds
+
+
+def ratio_at_most(limit: float) -> Check:
+    return lambda ours, theirs: bool(theirs) and median(ours) / median(theirs or [1]) <= limit
+
+
+def row(
+    name: str,
+    pair: tuple[list[float], list[float] | None],
+    baseline: str,
+    target: str = "",
+    check: Check | None = None,
+) -> Row:
+    ours, theirs = pair
+    met = None if check is None else check(ours, theirs)
+    return Row(name, ours, baseline, theirs, target, met)

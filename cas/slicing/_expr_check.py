@@ -9,6 +9,9 @@ Nulls follow SQL: a comparison with a null is unknown, and the row is dropped un
 Arrow's `is_in` answers false rather than unknown for a null, so `in` is rewritten by polarity:
 where an even number of `not`s encloses it, unknown and false drop a row alike; under an odd
 number, unknown and true do. That keeps plain `is_in` (which statistics can prune) where it counts.
+
+The checked filter is one tree of compute calls (`_mask`): `compile_filter` builds its
+expression (row-group pruning), `compile_predicate` its expression and its per-batch mask.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pyarrow.compute as pc
 from cards import excerpt
 from cards.errors import FilterTypeError, UnknownColumn
 from cas.slicing._expr import And, Column, Compare, InList, IsNull, Literal, Node, Not, Or, Truth
+from cas.slicing._mask import Argument, Call, Field, Predicate
 
 _ACCEPTS = {
     "int": ("int",),
@@ -33,13 +37,14 @@ _ACCEPTS = {
 }
 _COMPARABLE = {"int": "number", "float": "number"}
 _FUNCTIONS = {
-    "=": pc.equal,
-    "!=": pc.not_equal,
-    "<": pc.less,
-    "<=": pc.less_equal,
-    ">": pc.greater,
-    ">=": pc.greater_equal,
+    "=": "equal",
+    "!=": "not_equal",
+    "<": "less",
+    "<=": "less_equal",
+    ">": "greater",
+    ">=": "greater_equal",
 }
+_IS_NULL = pc.NullOptions(nan_is_null=False)  # what `Expression.is_null()` passes
 _FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
@@ -50,7 +55,17 @@ def compile_filter(node: Node, schema: pa.Schema) -> pc.Expression:
         UnknownColumn: a name is not a column of `schema` (or names several).
         FilterTypeError: a literal or comparison does not fit its column's type.
     """
-    return _Converter(schema).convert(node, positive=True)
+    return compile_predicate(node, schema).expression
+
+
+def compile_predicate(node: Node, schema: pa.Schema) -> Predicate:
+    """Check a parsed filter against `schema`: its pruning expression and its batch mask.
+
+    Raises:
+        UnknownColumn: a name is not a column of `schema` (or names several).
+        FilterTypeError: a literal or comparison does not fit its column's type.
+    """
+    return Predicate.of(_Converter(schema).convert(node, positive=True))
 
 
 def column_kind(dtype: pa.DataType) -> str | None:
@@ -80,21 +95,21 @@ class _Converter:
     def __init__(self, schema: pa.Schema) -> None:
         self._schema = schema
 
-    def convert(self, node: Node, *, positive: bool) -> pc.Expression:
+    def convert(self, node: Node, *, positive: bool) -> Call | Field:
         if isinstance(node, And | Or):
             parts = [self.convert(part, positive=positive) for part in node.parts]
-            combine = (lambda a, b: a & b) if isinstance(node, And) else (lambda a, b: a | b)
-            return reduce(combine, parts)
+            function = "and_kleene" if isinstance(node, And) else "or_kleene"
+            return reduce(lambda a, b: Call(function, (a, b)), parts)
         if isinstance(node, Not):
-            return ~self.convert(node.operand, positive=not positive)
+            return _invert(self.convert(node.operand, positive=not positive))
         if isinstance(node, Compare):
             return self.compare(node)
         if isinstance(node, InList):
             return self.membership(node, positive=positive)
         if isinstance(node, IsNull):
             self.dtype(node.column)
-            field = pc.field(node.column.name)
-            return field.is_valid() if node.negated else field.is_null()
+            field = Field(node.column.name)
+            return Call("is_valid", (field,)) if node.negated else _is_null(field)
         return self.truth(node)
 
     def dtype(self, column: Column) -> pa.DataType:
@@ -114,7 +129,7 @@ class _Converter:
             )
         return dtype, kind
 
-    def compare(self, node: Compare) -> pc.Expression:
+    def compare(self, node: Compare) -> Call:
         left, right, op = node.left, node.right, node.op
         if isinstance(left, Literal):
             if isinstance(right, Literal):
@@ -127,23 +142,25 @@ class _Converter:
             other = self.kind(right)[1]
             if _COMPARABLE.get(kind, kind) != _COMPARABLE.get(other, other):
                 raise FilterTypeError(f"cannot compare {kind} with {other}", position=node.pos)
-            value = pc.field(right.name)
+            value: Argument = Field(right.name)
         else:
-            value = pc.scalar(_scalar(right, dtype, kind))
-        return _FUNCTIONS[op](pc.field(left.name), value)
+            value = _scalar(right, dtype, kind)
+        return Call(_FUNCTIONS[op], (Field(left.name), value))
 
-    def membership(self, node: InList, *, positive: bool) -> pc.Expression:
+    def membership(self, node: InList, *, positive: bool) -> Call:
         dtype, kind = self.kind(node.column)
         scalars = [_scalar(item, dtype, kind) for item in node.items]
         values = pa.array([s.as_py() for s in scalars], type=scalars[0].type)
-        field = pc.field(node.column.name)
-        found = pc.is_in(field, value_set=values)
+        field = Field(node.column.name)
+        found = Call("is_in", (field,), pc.SetLookupOptions(value_set=values))
         # Where unknown drops a row like false does, a null may answer false; elsewhere true.
+        if node.negated and positive:
+            return Call("and_kleene", (_invert(found), Call("is_valid", (field,))))
         if node.negated:
-            return ~found & field.is_valid() if positive else ~found
-        return found if positive else found | field.is_null()
+            return _invert(found)
+        return found if positive else Call("or_kleene", (found, _is_null(field)))
 
-    def truth(self, node: Truth) -> pc.Expression:
+    def truth(self, node: Truth) -> Field:
         dtype, kind = self.kind(node.column)
         if kind != "bool":
             raise FilterTypeError(
@@ -151,7 +168,15 @@ class _Converter:
                 "compare it with a value",
                 position=node.column.pos,
             )
-        return pc.field(node.column.name)
+        return Field(node.column.name)
+
+
+def _invert(operand: Call | Field) -> Call:
+    return Call("invert", (operand,))
+
+
+def _is_null(field: Field) -> Call:
+    return Call("is_null", (field,), _IS_NULL)
 
 
 def _scalar(literal: Literal, dtype: pa.DataType, kind: str) -> pa.Scalar:

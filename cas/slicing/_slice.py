@@ -43,7 +43,7 @@ from cas.slicing._collect import (
     read_stream,
 )
 from cas.slicing._expr import Node, filter_columns, parse_filter
-from cas.slicing._expr_check import compile_filter
+from cas.slicing._expr_check import compile_predicate
 from cas.slicing._formats import open_table
 from cas.slicing._isolated import MAX_ANSWER_BYTES, Answer, Bounds, bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
@@ -265,10 +265,11 @@ def plan_scan(schema: pa.Schema, request: SliceRequest, node: Node | None, limit
     for name in columns:
         if schema.get_field_index(name) < 0:
             raise UnknownColumn(name, schema.names)
-    expression = None if node is None else compile_filter(node, schema)
+    predicate = None if node is None else compile_predicate(node, schema)
+    expression = None if predicate is None else predicate.expression
     needed = frozenset(columns) | (frozenset() if node is None else filter_columns(node))
     skip = request.offset if node is None else 0
-    return Scan(columns, expression, needed, skip, limit)
+    return Scan(columns, expression, needed, skip, limit, predicate)
 
 
 @contextlib.contextmanager

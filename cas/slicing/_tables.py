@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from cards.errors import TableTooLarge, TableUnreadable
 from cas.slicing._ipc_layout import IpcLayout
 from cas.slicing._limits import TableBounds
+from cas.slicing._mask import Predicate
 from cas.slicing._media import ARROW_FILE, PARQUET
 from cas.slicing._pages import PageWatch
 from cas.slicing._reader import VerifiedReader
@@ -51,6 +52,9 @@ class Scan:
     """What to read: output `columns`, an optional filter, every column needed, rows to skip.
 
     `skip_rows` may be skipped unread (never with a filter); at most `keep_rows` rows are kept.
+    The filter's `expression` prunes Parquet row groups by their statistics; its `predicate`
+    (the same filter, checked into compute calls) filters each batch by a mask computed by the
+    kernels alone, without an Acero plan per batch. A scan has both or neither.
     """
 
     columns: list[str]
@@ -58,6 +62,7 @@ class Scan:
     needed: frozenset[str]
     skip_rows: int
     keep_rows: int
+    predicate: Predicate | None = None
 
 
 class TableFile(Protocol):
@@ -278,6 +283,6 @@ def filtered(
     for batch in batches:
         if validate:
             batch.validate(full=True)
-        if scan.expression is not None:
-            batch = batch.filter(scan.expression)
+        if scan.predicate is not None:
+            batch = scan.predicate.filter(batch)
         yield batch.select(scan.columns)

@@ -128,7 +128,9 @@ def test_an_export_beyond_the_slice_bounds_equals_a_filtered_full_read(
     path = out_dir / f"rows.{fmt}"
     result = export_slice(source, request, str(path), fmt, limits=SMALL)
     assert result.rows == expected.num_rows > SMALL.max_rows
-    assert result.bytes > SMALL.max_bytes and result.bytes == pytest.approx(expected.nbytes, 0.01)
+    # The expected rows were filtered through Acero, which allocates validity bitmaps for
+    # columns without nulls (1 bit a row); the slice's mask filter does not.
+    assert result.bytes > SMALL.max_bytes and result.bytes == pytest.approx(expected.nbytes, 0.03)
     assert not result.truncated and result.truncated_reason is None
     assert result.file_bytes == path.stat().st_size and result.columns == ["k", "value"]
     assert result.chunks_verified >= 1 and result.bytes_read >= len(data)
