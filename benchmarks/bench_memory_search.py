@@ -48,7 +48,7 @@ def _populate(config_doc: dict[str, object], count: int) -> list[ExperimentCardV
     """Write `count` valid cards (the search benchmark's corpus) into the cards directory."""
     config = config_from_mapping(config_doc)
     store = config.store(PROJECT)
-    cards_dir = Path(store.artifact_root).joinpath(*store.layout.root, *store.layout.cards_dir)
+    cards_dir = Path(store.local_path(store.layout.cards_dir))
     cards_dir.mkdir(parents=True, mode=0o700)
     corpus = Corpus(random.Random(7))
     cards = [make_card(corpus, n) for n in range(count)]

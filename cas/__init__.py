@@ -7,7 +7,11 @@ Rooms (each a private module; this file is the public API):
 - `_store`: `ProjectStore`, which orchestrates record, resolve and locate under the project's
   lock and quotas, with `_ingest` (a kernel's export, opened safely), `_hashing` (the one
   hasher), `_verify` (proofs and their cache) and `_project` (a project's directory and lock);
-- `_catalog`: exact-id and BM25 search over cards; `_fsck`: the operator's check and repair;
+- `_interface`: `Store`, the protocol both backends implement; `_bucket/`: `BucketStore`, the
+  store on an S3-compatible bucket with a verified local cache (its client loads only there);
+- `_catalog`: exact-id and BM25 search over cards (`_catalog_index` the index,
+  `_catalog_persist` the project's catalog saved under the state root); `_fsck`: the
+  operator's check and repair;
 - `_fs`: the filesystem edge (descriptor-relative opens, staged files, atomic writes);
 - `slicing/`: bounded, verified reads of recorded tables (its own public API).
 
@@ -21,24 +25,32 @@ from typing import TYPE_CHECKING
 from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from cas._cardfiles import CardStamp
+    from cas._bucket import BucketSettings, BucketStore
+    from cas._bucket._migrate import MigrateReport, migrate
     from cas._catalog import Catalog, SearchHit
+    from cas._catalog_persist import LocalCatalog
     from cas._fs import atomic_write, make_dirs, open_dir, read_small, write_new
     from cas._fsck import FsckReport, fsck
+    from cas._interface import Store
     from cas._results import Located, Provenance, Recorded, Resolved
     from cas._store import ProjectStore, utc_now
     from cas._verify import IntegrityMode, VerificationCache
 
 _EXPORTS = {
-    "CardStamp": "cas._cardfiles",
     "Catalog": "cas._catalog",
     "SearchHit": "cas._catalog",
+    "LocalCatalog": "cas._catalog_persist",
     "atomic_write": "cas._fs",
     "make_dirs": "cas._fs",
     "open_dir": "cas._fs",
     "read_small": "cas._fs",
     "write_new": "cas._fs",
+    "BucketSettings": "cas._bucket",
+    "BucketStore": "cas._bucket",
+    "MigrateReport": "cas._bucket._migrate",
+    "migrate": "cas._bucket._migrate",
     "FsckReport": "cas._fsck",
+    "Store": "cas._interface",
     "fsck": "cas._fsck",
     "Located": "cas._results",
     "Provenance": "cas._results",
@@ -51,20 +63,25 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "CardStamp",
+    "BucketSettings",
+    "BucketStore",
     "Catalog",
     "FsckReport",
     "IntegrityMode",
+    "LocalCatalog",
     "Located",
+    "MigrateReport",
     "ProjectStore",
     "Provenance",
     "Recorded",
     "Resolved",
     "SearchHit",
+    "Store",
     "VerificationCache",
     "atomic_write",
     "fsck",
     "make_dirs",
+    "migrate",
     "open_dir",
     "read_small",
     "utc_now",

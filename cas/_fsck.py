@@ -1,7 +1,8 @@
 """Operator checks: verify every object and card of a project; repair only what is safe.
 
 `--repair` removes recognised crash leftovers in `tmp/` and moves corrupt objects into
-`quarantine/`. It never deletes an object, valid or not, and never touches a card.
+`quarantine/`. It never deletes an object, valid or not, and never touches a card. A bucket
+store is checked by `cas._bucket._fsck` (the same report, in object-storage terms).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from cards import ArtifactId, ExperimentCardV1, artifact_id_for_digest
 from cards.errors import ObjectMissing, PathEscape, SourceMissing
 from cas import _fs
 from cas._cardfiles import CardProblem, CardScan
+from cas._interface import Store
 from cas._progress import Progress
 from cas._project import Project, open_project
 from cas._store import ProjectStore
@@ -69,14 +71,16 @@ class FsckReport:
         return self.problems == 0
 
 
-def fsck(
-    store: ProjectStore, *, repair: bool = False, progress: Progress | None = None
-) -> FsckReport:
+def fsck(store: Store, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
     """Check every object, manifest, card and staging file of `store`'s project.
 
     With `repair`, stale staging files are removed and corrupt objects quarantined; the report
     then describes the state after repair.
     """
+    if not isinstance(store, ProjectStore):
+        from cas._bucket._fsck import fsck_bucket
+
+        return fsck_bucket(store, repair=repair, progress=progress)
     report = FsckReport()
     with open_project(store.artifact_root, store.layout, create=False) as project:
         if project is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -49,6 +50,11 @@ from cas.slicing._reader import SliceSource, load_manifest
 
 if TYPE_CHECKING:
     pass
+
+
+# A cards directory changed less than this long ago has no trustworthy version yet (it exceeds
+# the coarse clock tick that stamps directory mtimes, with room for a clock step).
+RACY_NS = 2_000_000_000
 
 
 def utc_now() -> datetime:
@@ -220,6 +226,24 @@ class ProjectStore:
     def scan_cards(self) -> CardScan:
         """Read every card; malformed, unsupported or misplaced ones are skipped and counted."""
         return CardScan.of(self.read_cards())
+
+    def cards_version(self) -> str | None:
+        """A token that changes whenever a card file is added, replaced or removed.
+
+        Locally the cards directory's (inode, mtime_ns): every card publication renames into
+        it. None when there are no cards, or when the directory changed within the last
+        `RACY_NS`: a later change in the same tick of the filesystem's coarse clock could leave
+        the mtime as it is (Git's "racily clean" case), so such a token proves nothing and the
+        caller must look at the files. Compared for equality only; a bucket backend may use
+        another token.
+        """
+        try:
+            st = os.lstat(self.local_path(self.layout.cards_dir))
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode) or st.st_mtime_ns > time.time_ns() - RACY_NS:
+            return None
+        return f"{st.st_ino}:{st.st_mtime_ns}"
 
     def read_cards(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
         """Every card file, in name order (see `CardFiles.scan`); none before the first record."""

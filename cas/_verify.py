@@ -18,14 +18,18 @@ import stat
 import threading
 from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import orjson
 
-from cards import ArtifactId, ExperimentCardV1, ProjectKey
+from cards import ArtifactId, ProjectKey
 from cards.errors import IntegrityError, ObjectMissing
 from cas._hashing import Digests, hash_fd
 from cas._objects import ObjectStore
 from cas._progress import Progress
+
+if TYPE_CHECKING:
+    from cards import ExperimentCardV1
 
 Clock = Callable[[], datetime]
 

@@ -10,7 +10,7 @@ import os
 import sys
 
 from cards import InvalidInput, SourceMissing, excerpt, parse_metadata, parse_session_id
-from cas import Catalog, Provenance
+from cas import LocalCatalog, Provenance
 from harness_plugin import _listing, _views
 from harness_plugin._command import Outcome, start
 from harness_plugin._progress import progress_for
@@ -82,21 +82,19 @@ def slice_command(args: argparse.Namespace) -> Outcome:
 
 
 def search(args: argparse.Namespace) -> Outcome:
-    _, store = start(args)
+    runtime, store = start(args)
     bound = store.limits.search_results
     limit = bound if args.limit is None else args.limit
     if not 1 <= limit <= bound:
         raise InvalidInput(f"--limit must be between 1 and {bound}")
-    scan = store.scan_cards()
-    catalog = Catalog.build(
-        scan.cards, max_cards=store.limits.cards_per_project, skipped=len(scan.problems)
-    )
+    catalog = LocalCatalog.open(store, runtime.config.state_root)  # parses changed cards only
     hits = [
         _views.local_hit(
             hit, available_locally=store.has_object(hit.card.artifact.artifact_id)
         ).model_dump(mode="json")
-        for hit in catalog.search(args.query, limit=limit)
+        for hit in catalog.search(args.query, limit)
     ]
+    catalog.save_if_changed()  # a hit that vanished meanwhile made it catch up
     view: dict[str, object] = {"hits": hits, "skipped_cards": catalog.skipped}
     return Outcome(view, _views.search_lines(hits, catalog.skipped))
 

@@ -1,77 +1,62 @@
-"""Live local catalogs: built once at start, refreshed cheaply when a project's cards change.
+"""Live local catalogs: loaded once at start, refreshed cheaply when a project's cards change.
 
-Another process (the CLI, a second worker) may record cards; the cards directory's mtime moves on
-every card publication (an atomic rename), so one `stat` per search tells whether to look again,
-and then only card files whose (inode, size, mtime) changed are parsed again.
+Each is the project's persisted catalog (`cas.LocalCatalog`, under the configured state root):
+a start loads it and looks only at card files that changed since it was saved. Another process
+(the CLI, a second worker) may record cards; the store's cards version moves on every card
+publication, so one `stat` per search tells whether to look again, and then only card files
+whose stamp changed are parsed again. Hits are re-read from their card files.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 
 from cards import ExperimentCardV1
-from cas import CardStamp, Catalog, ProjectStore, SearchHit
+from cas import LocalCatalog, SearchHit, Store
+
+# A long-lived worker rewrites its saved catalog at most this often (a save of 100,000 cards
+# takes a fraction of a second); a catalog saved late only costs the next start a re-stat.
+SAVE_INTERVAL_S = 60.0
 
 
 @dataclass
 class LiveCatalog:
     """One project's catalog, kept in step with its cards directory."""
 
-    store: ProjectStore
-    catalog: Catalog = field(init=False)
-    skipped: int = field(default=0, init=False)
-    _dir_stamp: int | None = field(default=None, init=False)
-    _files: dict[str, CardStamp] = field(default_factory=dict, init=False)
+    store: Store
+    state_root: str | None = None  # None: kept in memory only
+    catalog: LocalCatalog = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
-        cards = [card for card in self._read_changed() if card is not None]
-        self.catalog = Catalog.build(cards, max_cards=self.store.limits.cards_per_project)
+        self.catalog = LocalCatalog.open(self.store, self.state_root)
 
     @property
-    def cards_dir(self) -> str:
-        """The absolute path of the project's cards directory."""
-        return self.store.local_path(self.store.layout.cards_dir)
+    def skipped(self) -> int:
+        """Card files that are malformed, unsupported or misplaced."""
+        return self.catalog.skipped
 
     def refresh(self) -> None:
         """Parse the card files that changed since the last look (none changed: one stat)."""
         with self._lock:
-            for card in self._read_changed():
-                if card is not None:
-                    self.catalog.put(card)
-
-    def _read_changed(self) -> list[ExperimentCardV1 | None]:
-        try:
-            stamp = os.stat(self.cards_dir).st_mtime_ns
-        except FileNotFoundError:
-            return []
-        if stamp == self._dir_stamp:
-            return []
-        self._dir_stamp = stamp
-        changed: list[ExperimentCardV1 | None] = []
-        for read in self.store.read_cards(self._files):
-            if read.stamp is not None:
-                self._files[read.name] = read.stamp
-            if isinstance(read.card, ExperimentCardV1):
-                changed.append(read.card)
-            elif read.card is not None:
-                self.skipped += 1  # malformed or unsupported: never crashes a search
-        return changed
+            self.catalog.refresh()
+            self.catalog.save_if_changed(SAVE_INTERVAL_S)
 
     def search(self, query: str, limit: int) -> list[SearchHit]:
-        """Refresh if the cards changed, then search (under the lock: puts may run meanwhile).
+        """Refresh if the cards changed, then search; hits are read from their card files.
 
         Raises:
             InvalidInput: the query or limit is invalid.
         """
-        self.refresh()
         with self._lock:
-            return self.catalog.search(query, limit=limit)
+            self.catalog.refresh()
+            hits = self.catalog.search(query, limit)
+            self.catalog.save_if_changed(SAVE_INTERVAL_S)
+            return hits
 
     def get(self, experiment_id: str) -> ExperimentCardV1 | None:
-        """A card by id, if indexed."""
+        """A card by id, if indexed, as its file holds it now."""
         with self._lock:
             return self.catalog.get(experiment_id)
 
@@ -79,3 +64,8 @@ class LiveCatalog:
         """Index a card this process just committed, without waiting for a refresh."""
         with self._lock:
             self.catalog.put(card)
+
+    def save(self) -> bool:
+        """Save the catalog now if it changed (e.g. at shutdown)."""
+        with self._lock:
+            return self.catalog.save_if_changed()

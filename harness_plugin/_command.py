@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from cards import InvalidInput
-from cas import ProjectStore
+from cas import Store
 from harness_plugin import _shortids
 from harness_plugin._runtime import Runtime
 from harness_plugin.config import load_config
@@ -25,7 +25,7 @@ class Outcome:
     silent: bool = False  # the command owned stdout itself (serve)
 
 
-def start(args: argparse.Namespace) -> tuple[Runtime, ProjectStore]:
+def start(args: argparse.Namespace) -> tuple[Runtime, Store]:
     """Validate the whole configuration (a missing Honcho key fails here) and pick the store.
 
     An `experiment_id` argument is expanded here from a unique prefix to the full id.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from cards import Freshness, parse_metadata, parse_session_id
-from cas import Catalog, ProjectStore, Provenance
+from cas import Catalog, Provenance, Store
 from harness_plugin import _views
 from harness_plugin._progress import progress_for
 from harness_plugin.config import Config, config_from_mapping
@@ -204,7 +204,7 @@ def _write_result(path: Path) -> Path:
     return path
 
 
-def _slice(store: ProjectStore, experiment: str) -> SliceResult:
+def _slice(store: Store, experiment: str) -> SliceResult:
     from cas.slicing import SliceRequest, read_slice
 
     request = SliceRequest(columns=("patient_id", "response"), where="patient_id < 5", limit=5)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from cards import ArtifactError, ExperimentCardV1
 from cards.wire import HitSource, RemoteStatus
-from cas import ProjectStore, SearchHit
+from cas import SearchHit, Store
 from harness_plugin._catalogs import LiveCatalog
 from indexer import CardSearch, RemoteCardHit
 
@@ -112,7 +112,7 @@ def _merge(
     return list(merged.values())[:limit]
 
 
-def _local(hit: SearchHit, store: ProjectStore, remote_ids: set[str]) -> Hit:
+def _local(hit: SearchHit, store: Store, remote_ids: set[str]) -> Hit:
     card = hit.card
     return Hit(
         experiment_id=card.experiment_id,

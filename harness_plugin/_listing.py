@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from cards import ExperimentCardV1, InvalidInput, excerpt
 from cards.errors import IntegrityError
-from cas import ProjectStore, write_new
+from cas import Store, write_new
 from harness_plugin._views import human_size, iso
 
 CHUNK_BYTES = 1 << 20
@@ -54,7 +54,7 @@ def parse_since(text: str) -> datetime:
 # -- list ---------------------------------------------------------------------------------
 
 
-def list_view(store: ProjectStore, wanted: ListFilter) -> dict[str, object]:
+def list_view(store: Store, wanted: ListFilter) -> dict[str, object]:
     """The project's matching experiments, newest first, with skipped cards counted."""
     scan = store.scan_cards()
     cards = sorted(
@@ -123,7 +123,7 @@ def _line(entry: dict[str, object]) -> str:
 # -- export -------------------------------------------------------------------------------
 
 
-def export(store: ProjectStore, experiment_id: str, dest: str, *, force: bool) -> dict[str, object]:
+def export(store: Store, experiment_id: str, dest: str, *, force: bool) -> dict[str, object]:
     """Copy an experiment's verified bytes to `dest`, atomically, hashing what is written.
 
     Raises:

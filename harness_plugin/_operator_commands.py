@@ -8,7 +8,6 @@ import sys
 
 from cards import InvalidInput
 from cards.errors import HonchoDisabled
-from cas import fsck as fsck_store
 from harness_plugin import _views
 from harness_plugin._command import EXIT_ERROR, EXIT_OK, Outcome, start
 from harness_plugin._progress import progress_for
@@ -20,6 +19,7 @@ from harness_plugin.config import load_config
 
 
 def fsck(args: argparse.Namespace) -> Outcome:
+    from cas import fsck as fsck_store  # loads the card models: only for fsck
     from indexer import Outbox
 
     runtime, store = start(args)
@@ -47,6 +47,58 @@ def fsck(args: argparse.Namespace) -> Outcome:
     lines += [f"  permissions: {problem}" for problem in outbox.permission_problems]
     ok = report.ok and outbox.ok
     return Outcome(view, lines, EXIT_OK if ok else EXIT_ERROR)
+
+
+# -- migrate ------------------------------------------------------------------------------
+
+
+def migrate(args: argparse.Namespace) -> Outcome:
+    """Copy the local project store (`artifact_root`) into the configured bucket."""
+    from cas import BucketStore, IntegrityMode, ProjectStore
+    from cas import migrate as migrate_store
+
+    runtime, bucket = start(args)
+    config = runtime.config
+    if not isinstance(bucket, BucketStore):
+        raise InvalidInput(
+            'migrate copies artifact_root into a bucket: set [storage] backend = "s3" (and '
+            "its bucket) in the configuration first"
+        )
+    local = ProjectStore(
+        config.artifact_root,
+        bucket.project_id,
+        limits=config.effective_limits,
+        integrity=IntegrityMode.ALWAYS,  # every object proven by a full hash, never a record
+        read_only=True,
+    )
+    bar = progress_for(sys.stderr, "migrating", enabled=not args.json)
+    try:
+        if bar is not None:
+            bar.start(local.usage().bytes)
+        report = migrate_store(local, bucket, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    view: dict[str, object] = {
+        "ok": report.ok,
+        "cards": report.cards,
+        "cards_created": report.cards_created,
+        "cards_present": report.cards_present,
+        "cards_conflicting": report.cards_conflicting,
+        "objects_sent": report.objects_sent,
+        "objects_present": report.objects_present,
+        "bytes_sent": report.bytes_sent,
+        "skipped": [{"name": name, "code": code} for name, code in report.skipped],
+    }
+    lines = [
+        f"{report.cards} cards: {report.cards_created} copied, {report.cards_present} already "
+        f"there; {report.objects_sent} objects sent ({report.bytes_sent} bytes), "
+        f"{report.objects_present} already there",
+        *(f"  conflicting card kept as the bucket has it: {e}" for e in report.cards_conflicting),
+        *(f"  skipped {name}: {code}" for name, code in report.skipped),
+        "ok" if report.ok else "not everything was copied; see above (running again resumes)",
+    ]
+    return Outcome(view, lines, EXIT_OK if report.ok else EXIT_ERROR)
 
 
 # -- sync ---------------------------------------------------------------------------------

@@ -11,23 +11,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cards import ExperimentCardV1, NotOwner
-from cas import ProjectStore
+from cards import NotOwner
 from harness_plugin.config import Config
-from indexer import (
-    CardAdmission,
-    CardIndexer,
-    DeliveryReport,
-    DeliveryWorker,
-    Outbox,
-    Ownership,
-    ReconcileReport,
-    RetryPolicy,
-)
 
 if TYPE_CHECKING:
     import httpx
 
+    from cards import ExperimentCardV1
+    from cas import Store
+    from indexer import (
+        CardAdmission,
+        CardIndexer,
+        DeliveryReport,
+        DeliveryWorker,
+        Outbox,
+        Ownership,
+        ReconcileReport,
+    )
     from indexer.honcho_adapter import HonchoMemoryService
 
 
@@ -48,14 +48,16 @@ class Runtime:
     config: Config
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     transport: httpx.BaseTransport | None = None
-    stores: dict[str, ProjectStore] = field(init=False)
+    stores: dict[str, Store] = field(init=False)
     outbox: Outbox | None = field(init=False, default=None)
     indexer: CardIndexer | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.stores = {p.id: self.config.store(p.id) for p in self.config.projects}
         honcho = self.config.honcho
-        if honcho.enabled:
+        if honcho.enabled:  # the indexer loads only with Honcho on
+            from indexer import CardIndexer, Outbox
+
             honcho.api_key(self.environ)  # fail at start, not at the first delivery
             self.outbox = Outbox(self.config.state_root)
             self.indexer = CardIndexer(
@@ -65,6 +67,8 @@ class Runtime:
     def admit(self, card: ExperimentCardV1, *, new_revision: bool) -> CardAdmission:
         """Queue a committed card for Honcho (never raises: the local record already stands)."""
         if self.indexer is None:
+            from indexer import CardAdmission
+
             return CardAdmission(False, card)
         return self.indexer.admit(card, maybe_sent=not new_revision)
 
@@ -86,6 +90,8 @@ class Runtime:
 
     def worker(self, ownership: Ownership, service: HonchoMemoryService) -> DeliveryWorker:
         """A delivery worker wired to the card indexer's hooks."""
+        from indexer import DeliveryWorker, RetryPolicy
+
         assert self.outbox is not None and self.indexer is not None
         honcho = self.config.honcho
         return DeliveryWorker(
@@ -106,6 +112,8 @@ class Runtime:
         """
         if self.outbox is None or self.indexer is None:
             raise NotOwner("honcho is disabled in the configuration: nothing to sync")
+        from indexer import Ownership
+
         ownership = Ownership(self.config.state_root)
         if not ownership.acquire():
             raise NotOwner("another artmem worker owns this state root; it delivers instead")

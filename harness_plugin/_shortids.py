@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from cards import InvalidId
-from cas import ProjectStore
+from cas import Store
 
 MIN_PREFIX = 8
 _LISTED = 10
@@ -29,7 +29,7 @@ class AmbiguousId(InvalidId):
         self.candidates = tuple(candidates)
 
 
-def expand(store: ProjectStore, text: str) -> str:
+def expand(store: Store, text: str) -> str:
     """The full experiment id `text` names: itself, or the one id of the project it prefixes.
 
     Raises:

@@ -5,32 +5,38 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from cas import LocalCatalog
 from harness_plugin import _views
 from harness_plugin._progress import table_lines
 from harness_plugin.config import Config
-from indexer import Outbox, read_status
 
 
 def status_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]:
-    """Counts per project key, the outbox and the worker; works even with Honcho unreachable."""
+    """Counts per project key, the outbox and the worker; works even with Honcho unreachable.
+
+    Card counts come from each project's persisted catalog, which parses only card files that
+    changed since it was saved.
+    """
     projects = []
     for project in config.projects:
         store = config.store(project.id)
-        scan = store.scan_cards()
+        catalog = LocalCatalog.open(store, config.state_root)
         usage = store.usage()
         projects.append(
             {
                 "project_key": store.layout.key,
-                "cards": len(scan.cards),
-                "invalid_cards": len(scan.problems),
+                "cards": catalog.cards,
+                "invalid_cards": catalog.skipped,
                 "objects": usage.objects,
                 "bytes": usage.bytes,
-                "index_states": _views.index_states(scan.cards),
+                "index_states": catalog.index_states(),
             }
         )
     limits = config.effective_limits
     return {
         "integrity": str(config.integrity),
+        # The backend only: tools return this view too, and a bucket's name is the operator's.
+        "storage": config.storage.backend,
         "honcho": _honcho_view(config, environ),
         "limits": {
             "artifact_bytes": limits.artifact_bytes,
@@ -46,6 +52,8 @@ def _honcho_view(config: Config, environ: Mapping[str, str]) -> dict[str, object
     view: dict[str, object] = {"enabled": honcho.enabled}
     if not honcho.enabled:
         return view
+    from indexer import Outbox, read_status  # only with Honcho on: no outbox otherwise
+
     stats = Outbox(config.state_root).stats()
     oldest = stats.oldest_admitted_at
     age = None if oldest is None else round((datetime.now(UTC) - oldest).total_seconds(), 3)
@@ -82,7 +90,7 @@ def status_lines(
     honcho = view["honcho"]
     projects = view["projects"]
     assert isinstance(honcho, dict) and isinstance(projects, list)
-    lines = [f"integrity {view['integrity']}"]
+    lines = [f"integrity {view['integrity']}, storage {view['storage']}"]
     if honcho["enabled"]:
         outbox = honcho["outbox"]
         assert isinstance(outbox, dict)

@@ -32,7 +32,7 @@ from cards import (
     freshness_verdict,
 )
 from cards.errors import LimitExceeded
-from cas import Located, ProjectStore, write_new
+from cas import Located, Store, write_new
 from cas.slicing import (
     ExportResult,
     SliceLimits,
@@ -71,7 +71,7 @@ def _header(
 
 
 def show(
-    store: ProjectStore, experiment_id: str, current: str | None, limits: SliceLimits
+    store: Store, experiment_id: str, current: str | None, limits: SliceLimits
 ) -> dict[str, object]:
     """The card, and for a table its footer: schema, rows, row groups, sizes, statistics.
 
@@ -158,7 +158,7 @@ def output_format(fmt: str | None, out: str | None) -> str:
 
 
 def slice_view(
-    store: ProjectStore,
+    store: Store,
     args: argparse.Namespace,
     limits: SliceLimits,
     out: TextIO,

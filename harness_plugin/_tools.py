@@ -77,7 +77,7 @@ class ToolHost:
         self._pool = ThreadPoolExecutor(4, thread_name_prefix="artmem-remote-search")
         self.search_service: HonchoMemoryService | None = self.runtime.service() if honcho else None
         for project_id, store in self.runtime.stores.items():  # the index is built at start
-            self.catalogs[project_id] = LiveCatalog(store)
+            self.catalogs[project_id] = LiveCatalog(store, self.runtime.config.state_root)
         self.memory: ConversationMemory | None = None
         if self.search_service is not None:
             self._memory_pool = ThreadPoolExecutor(4, thread_name_prefix="artmem-recall")

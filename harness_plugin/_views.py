@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from cards import ExperimentCardV1, IndexState, wire
-from cas import FsckReport, Recorded, Resolved, SearchHit
-from harness_plugin._runtime import SyncReport
-from indexer import OutboxStats
+if TYPE_CHECKING:  # `status` and `--help` load none of these (the wire models are pydantic)
+    from cards import ExperimentCardV1, IndexState, wire
+    from cas import FsckReport, Recorded, Resolved, SearchHit
+    from harness_plugin._runtime import SyncReport
+    from indexer import OutboxStats
 
 _SUMMARY_PREVIEW_CHARS = 400
 SLICE_FORMATS = ("table", "csv", "jsonl", "parquet")
@@ -20,6 +21,8 @@ UNAVAILABLE_HINT = (
 
 def card_view(card: ExperimentCardV1) -> wire.CardView:
     """The display fields of a card (card text is untrusted data, shown as data)."""
+    from cards import wire
+
     return wire.CardView(
         title=card.title,
         summary=card.summary,
@@ -35,6 +38,8 @@ def card_view(card: ExperimentCardV1) -> wire.CardView:
 
 def artifact_view(card: ExperimentCardV1) -> wire.ArtifactView:
     """The artifact reference of a card, with its chunk manifest's digest."""
+    from cards import wire
+
     return wire.ArtifactView(
         artifact_id=card.artifact.artifact_id,
         sha256=card.artifact.sha256,
@@ -49,6 +54,8 @@ def record_result(
     recorded: Recorded, *, honcho_queued: bool, state: IndexState | None = None
 ) -> wire.RecordResult:
     """What `record` reports (spec §31.2): local durability apart from remote queueing."""
+    from cards import wire
+
     card = recorded.card
     return wire.RecordResult(
         experiment_id=card.experiment_id,
@@ -66,6 +73,8 @@ def record_result(
 
 def resolve_result(resolved: Resolved) -> wire.ResolveResult:
     """What `resolve` reports (spec §31.3): the path only after verification."""
+    from cards import wire
+
     return wire.ResolveResult(
         experiment_id=resolved.card.experiment_id,
         path=resolved.path,
@@ -90,6 +99,8 @@ def search_hit(
     remote_text: str | None = None,
 ) -> wire.SearchHit:
     """One search hit: a local card when there is one, else what Honcho returned."""
+    from cards import wire
+
     summary = card.summary if card is not None else remote_text
     return wire.SearchHit(
         experiment_id=experiment_id,
@@ -111,6 +122,8 @@ def search_hit(
 
 def local_hit(hit: SearchHit, *, available_locally: bool = True) -> wire.SearchHit:
     """A hit of the local catalog; the caller says whether its object is present."""
+    from cards import wire
+
     card = hit.card
     return search_hit(
         card,
@@ -142,11 +155,6 @@ def fsck_view(report: FsckReport) -> dict[str, object]:
         "removed_stages": report.removed_stages,
         "quarantined": report.quarantined,
     }
-
-
-def index_states(cards: tuple[ExperimentCardV1, ...]) -> dict[str, int]:
-    """How many cards are in each index state."""
-    return dict(sorted(Counter(str(c.index.state) for c in cards).items()))
 
 
 def record_lines(view: dict[str, object]) -> list[str]:

@@ -276,6 +276,15 @@ def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="replace DEST atomically if it exists")
 
 
+def _migrate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--to",
+        choices=["s3"],
+        required=True,
+        help='the target: the bucket of [storage] (backend = "s3")',
+    )
+
+
 def _fsck_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--repair",
@@ -347,6 +356,11 @@ _COMMANDS: dict[str, tuple[str, _Configure, str]] = {
     "list": ("this project's experiments, newest first", _list_args, _ART + "list_experiments"),
     "export": ("copy an experiment's verified bytes to a file", _export_args, _ART + "export"),
     "fsck": ("check every object and card of the project", _fsck_args, _OPS + "fsck"),
+    "migrate": (
+        "copy the local project store into the configured S3-compatible bucket",
+        _migrate_args,
+        _OPS + "migrate",
+    ),
     "status": ("content-free counts and settings", _no_args, _OPS + "status"),
     "sync": ("reconcile card index states and deliver the outbox once", _sync_args, _OPS + "sync"),
     "serve": ("run the JSONL worker for the harness on stdin/stdout", _no_args, _OPS + "serve"),

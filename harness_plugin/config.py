@@ -10,7 +10,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Self
+from typing import TYPE_CHECKING, Annotated, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -25,7 +25,7 @@ from cards import (
     is_honcho_id,
     parse_project_id,
 )
-from cas import IntegrityMode, ProjectStore
+from cas import IntegrityMode
 from cas.slicing import DEFAULT_SLICE_LIMITS, ExportLimits, SliceLimits
 from harness_plugin._memory_config import (
     CaptureConfig,
@@ -33,6 +33,9 @@ from harness_plugin._memory_config import (
     RecallConfig,
     RecallMode,
 )
+
+if TYPE_CHECKING:
+    from cas import Store
 
 CONFIG_ENV = "ARTMEM_CONFIG"
 MAX_CONFIG_BYTES = 1 << 20
@@ -207,6 +210,65 @@ class IngestConfig(BaseModel):
     require_owner: bool = True
 
 
+_CREDENTIAL_WORDS = ("key", "secret", "token", "password", "credential")
+BUCKET_CACHE_DIR = "bucket-cache"
+
+
+def _bucket_name(value: str) -> str:
+    if not 3 <= len(value) <= 63 or not all(c.islower() or c.isdigit() or c in ".-" for c in value):
+        raise ValueError("must be an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'")
+    return value
+
+
+def _prefix(value: str) -> str:
+    if value.startswith("/") or value.endswith("/") or "//" in value or not value.isprintable():
+        raise ValueError("must not start or end with '/' or repeat it")
+    return value
+
+
+def _region(value: str) -> str:
+    if not 1 <= len(value) <= 64 or not all(c.isalnum() or c == "-" for c in value):
+        raise ValueError("must be a region name such as us-east-1")
+    return value
+
+
+class StorageConfig(BaseModel):
+    """Where the projects' stores live: the local `artifact_root` (default), or a bucket.
+
+    With `backend = "s3"`, `bucket` (and optionally `prefix`, `endpoint_url` for MinIO, Ceph,
+    R2 or tests, and `region`) name an S3-compatible bucket; each host keeps verified local
+    copies under `<state_root>/bucket-cache/`. Credentials come only from the standard AWS
+    chain (environment, shared files, instance roles): never from this file.
+    """
+
+    model_config = _STRICT
+
+    backend: Literal["local", "s3"] = "local"
+    bucket: Annotated[str, AfterValidator(_bucket_name)] | None = None
+    prefix: Annotated[str, AfterValidator(_prefix)] = ""
+    endpoint_url: Annotated[str, AfterValidator(_base_url)] | None = None
+    region: Annotated[str, AfterValidator(_region)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_credentials(cls, data: object) -> object:
+        if isinstance(data, Mapping):
+            for name in data:
+                if any(word in str(name).lower() for word in _CREDENTIAL_WORDS):
+                    raise ValueError(
+                        "credentials must not be in the configuration file: the bucket's come "
+                        "from the standard AWS chain (AWS_ACCESS_KEY_ID and "
+                        "AWS_SECRET_ACCESS_KEY, a shared credentials file, or an instance role)"
+                    )
+        return data
+
+    @model_validator(mode="after")
+    def _bucket_for_s3(self) -> Self:
+        if self.backend == "s3" and self.bucket is None:
+            raise ValueError('backend = "s3" needs a bucket')
+        return self
+
+
 class Config(BaseModel):
     """The whole configuration file."""
 
@@ -224,6 +286,7 @@ class Config(BaseModel):
     ingest: IngestConfig = IngestConfig()
     capture: CaptureConfig = CaptureConfig()
     recall: RecallConfig = RecallConfig()
+    storage: StorageConfig = StorageConfig()
 
     @model_validator(mode="after")
     def _roots_are_safe(self) -> Self:
@@ -284,15 +347,41 @@ class Config(BaseModel):
         best = max(matches, key=lambda p: len(Path(_real(p.root)).parts))
         return ProjectId(best.id)
 
-    def store(self, project_id: str) -> ProjectStore:
-        """The store of one configured project."""
+    def store(self, project_id: str) -> Store:
+        """The store of one configured project, on the configured backend.
+
+        A bucket store loads its SDK only when it first talks to the bucket.
+        """
+        initial = IndexState.PENDING if self.honcho.enabled else IndexState.DISABLED
+        storage = self.storage
+        if storage.backend == "s3":
+            from cas import BucketSettings, BucketStore  # only for a bucket
+
+            assert storage.bucket is not None  # validated
+            settings = BucketSettings(
+                bucket=storage.bucket,
+                cache_root=os.path.join(self.state_root, BUCKET_CACHE_DIR),
+                prefix=storage.prefix,
+                endpoint_url=storage.endpoint_url,
+                region=storage.region,
+            )
+            return BucketStore(
+                settings,
+                project_id,
+                limits=self.effective_limits,
+                integrity=self.integrity,
+                require_owner=self.ingest.require_owner,
+                initial_index_state=initial,
+            )
+        from cas import ProjectStore  # the store's rooms load with the first store
+
         return ProjectStore(
             self.artifact_root,
             project_id,
             limits=self.effective_limits,
             integrity=self.integrity,
             require_owner=self.ingest.require_owner,
-            initial_index_state=IndexState.PENDING if self.honcho.enabled else IndexState.DISABLED,
+            initial_index_state=initial,
         )
 
 

@@ -41,6 +41,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from cards import (
+    ConfigError,
     ExperimentCardV1,
     Freshness,
     InvalidInput,
@@ -48,7 +49,7 @@ from cards import (
     UnsupportedMediaType,
     freshness_verdict,
 )
-from cas import Catalog, ProjectStore, Resolved, SearchHit
+from cas import LocalCatalog, ProjectStore, Resolved, SearchHit
 from harness_plugin import _shortids
 from harness_plugin.config import Config, load_config
 
@@ -95,11 +96,17 @@ def open_store(
         cwd: the directory that names the project; by default the working directory.
 
     Raises:
-        ConfigError: no configuration was named, or it is unreadable or invalid.
+        ConfigError: no configuration was named, or it is unreadable or invalid, or its
+            projects live in a bucket (`[storage] backend = "s3"`).
         UnknownProject: `project` is not configured, or no project root holds `cwd`.
     """
     loaded = load_config(config)
     project_id = loaded.project_for(cwd or os.getcwd(), project)
+    if loaded.storage.backend != "local":
+        raise ConfigError(
+            "the notebook API reads a local store; with [storage] backend = "
+            f'"{loaded.storage.backend}", resolve results with `artmem resolve` or rlm_client'
+        )
     store = ProjectStore(
         loaded.artifact_root,
         project_id,
@@ -116,6 +123,7 @@ class NotebookStore:
     def __init__(self, config: Config, store: ProjectStore) -> None:
         """Use `open_store`; `store` should be `read_only`."""
         self._store = store
+        self._state_root = config.state_root
         self._limits: SliceLimits = config.slice.resolve()
 
     @property
@@ -133,11 +141,9 @@ class NotebookStore:
         limit = bound if limit is None else limit
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= bound:
             raise InvalidInput(f"limit must be an integer between 1 and {bound}")
-        scan = self._store.scan_cards()
-        catalog = Catalog.build(
-            scan.cards, max_cards=self._store.limits.cards_per_project, skipped=len(scan.problems)
-        )
-        return catalog.search(query, limit=limit)
+        # The catalog the CLI and worker save; read-only here (the notebook writes nothing).
+        catalog = LocalCatalog.open(self._store, self._state_root, save=False)
+        return catalog.search(query, limit)
 
     def list(
         self,

@@ -22,7 +22,7 @@ from cards import (
     OutboxError,
 )
 from cards.remote import ProjectionSkipped, RemoteCard, project_card
-from cas import ProjectStore, utc_now
+from cas import Store, utc_now
 from indexer._entry import (
     ENTRY_SCHEMA_VERSION,
     CardRef,
@@ -72,7 +72,7 @@ class CardIndexer:
     """Turns committed cards into outbox deliveries and outcomes back into card states."""
 
     outbox: Outbox
-    stores: Mapping[str, ProjectStore]
+    stores: Mapping[str, Store]
     assistant_peer_id: str
     clock: Clock = utc_now
 

@@ -364,6 +364,7 @@ def test_byte_quota_rejects_and_leaves_nothing(ws):
     ws.export("b.bin", b"b" * 600)
     store = ws.store(limits=DEFAULT_LIMITS.lowered(project_bytes=1000))
     ws.record(store, "a.bin")
+
     def tree():  # the objects' summary is a cache that any record may refresh
         return sorted(p.name for p in ws.project_dir(store).rglob("*") if p.name != USAGE)
 

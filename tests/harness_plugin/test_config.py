@@ -181,9 +181,22 @@ def test_the_readme_configuration_example_parses_as_written():
     assert config.ingest.require_owner and config.slice.max_seconds == 30
 
 
-def test_the_readme_conversational_sections_parse_with_the_main_example():
+def _readme_toml_blocks() -> list[str]:
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     blocks = [part.split("```", 1)[0] for part in readme.split("```toml\n")[1:]]
-    assert len(blocks) == 2
-    config = parse_config(blocks[0] + "\n" + blocks[1])
+    assert len(blocks) == 3  # the main example, the bucket, the conversational sections
+    return blocks
+
+
+def test_the_readme_conversational_sections_parse_with_the_main_example():
+    main, *others = _readme_toml_blocks()
+    (conversational,) = [block for block in others if "[capture]" in block]
+    config = parse_config(main + "\n" + conversational)
     assert config.capture.mode == "off" and config.recall.timeout_ms == 1500
+
+
+def test_the_readme_bucket_example_parses_with_the_main_example():
+    main, *others = _readme_toml_blocks()
+    (bucket,) = [block for block in others if 'backend = "s3"' in block]
+    config = parse_config(main.split("[storage]")[0] + "\n" + bucket)
+    assert config.storage.backend == "s3" and config.storage.bucket == "lab-artifacts"

@@ -1,0 +1,238 @@
+"""The bucket store against a local S3 server (moto), beside the local store and a plain upload.
+
+DESIGN.md §8: on S3-compatible storage, record at least 0.8 of a plain upload of the same bytes
+by the same client (boto3's `upload_file`, default transfer settings). Every repeat measures,
+in alternating order, the plain upload, a bucket record (a fresh project each time, so nothing
+deduplicates), a local record, a first resolve on a host with an empty cache (download, hash,
+verify), a local resolve that rehashes (`integrity = "always"`), and a slice (2 columns, ~1% of
+rows of a Parquet file) through `locate` on a fresh host and on a warm one. The server runs in
+its own process, so it does not share this process's GIL. Medians of the paired runs, with
+their spread; ratios are per pair, then their median.
+
+    .venv/bin/python benchmarks/bench_bucket.py [--size-mib 256] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cards import parse_metadata  # noqa: E402
+from cas import (  # noqa: E402
+    BucketSettings,
+    BucketStore,
+    IntegrityMode,
+    ProjectStore,
+    Provenance,
+    VerificationCache,
+)
+
+MIB = 1 << 20
+SESSION = "bench"
+ENV = {
+    "AWS_ACCESS_KEY_ID": "bench",
+    "AWS_SECRET_ACCESS_KEY": "bench",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+
+
+def _metadata(fingerprint: str = "0" * 64) -> object:
+    return parse_metadata(
+        {
+            "title": "Benchmark table",
+            "summary": "Bytes for the bucket benchmark.",
+            "query_fingerprint": fingerprint,
+            "source": "bench",
+            "source_version": "v1",
+        }
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start_server() -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **ENV},
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("the moto server did not start")
+
+
+def _timed(action: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def _parquet(path: Path, rows: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = range(rows)
+    table = pa.table(
+        {
+            "k": pa.array(rng, pa.int64()),
+            "a": pa.array([i * 7 % 1000 for i in rng], pa.int64()),
+            "b": pa.array([float(i) / 3 for i in rng], pa.float64()),
+            "c": pa.array([secrets.token_hex(8) for _ in rng]),
+        }
+    )
+    pq.write_table(table, path, row_group_size=64_000)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    args = parser.parse_args(argv)
+    os.environ.update(ENV)
+    import boto3
+
+    server, endpoint = _start_server()
+    work = Path(tempfile.mkdtemp(prefix="artmem-bench-bucket-"))
+    try:
+        return _run(args, endpoint, work, boto3.client("s3", endpoint_url=endpoint))
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, endpoint: str, work: Path, s3: object) -> int:
+    bucket = "artmem-bench"
+    s3.create_bucket(Bucket=bucket)  # type: ignore[attr-defined]
+    rlm = work / "rlm"
+    exports = rlm / "sessions" / SESSION / "exports"
+    exports.mkdir(parents=True, mode=0o700)
+    data = exports / "data.bin"
+    with open(data, "wb") as out:
+        for _ in range(args.size_mib):
+            out.write(os.urandom(MIB))
+    _parquet(exports / "table.parquet", args.rows)
+    table_mib = (exports / "table.parquet").stat().st_size / MIB
+
+    def settings(host: str) -> BucketSettings:
+        return BucketSettings(
+            bucket=bucket, cache_root=str(work / host / "bucket-cache"), endpoint_url=endpoint
+        )
+
+    prov = Provenance(session_id=SESSION)  # type: ignore[arg-type]
+    times: dict[str, list[float]] = {}
+    ratios: list[float] = []
+    for run in range(args.repeat):
+        project = f"bench-{run}"
+        bucket_store = BucketStore(settings(f"rec{run}"), project, cache=VerificationCache())
+        local_store = ProjectStore(str(work / f"local{run}"), project, cache=VerificationCache())
+
+        def plain(run: int = run) -> object:
+            return s3.upload_file(str(data), bucket, f"plain/{run}")  # type: ignore[attr-defined]
+
+        def bucket_record(store: BucketStore = bucket_store) -> object:
+            return store.record(str(rlm), prov, _metadata(), "data.bin")  # type: ignore[arg-type]
+
+        def local_record(store: ProjectStore = local_store) -> object:
+            return store.record(str(rlm), prov, _metadata(), "data.bin")  # type: ignore[arg-type]
+
+        pair: list[tuple[str, Callable[[], object]]] = [
+            ("plain upload", plain),
+            ("bucket record", bucket_record),
+        ]
+        for name, action in pair if run % 2 == 0 else reversed(pair):
+            times.setdefault(name, []).append(_timed(action))
+        ratios.append(times["plain upload"][-1] / times["bucket record"][-1])
+        times.setdefault("local record", []).append(_timed(local_record))
+        exp = bucket_record().card.experiment_id  # type: ignore[attr-defined]
+        reader = BucketStore(settings(f"res{run}"), project, cache=VerificationCache())
+        always = ProjectStore(str(work / f"local{run}"), project, integrity=IntegrityMode.ALWAYS)
+        for name, store in (
+            ("bucket resolve (empty cache)", reader),
+            ("bucket resolve (cached)", reader),
+            ("local resolve (rehash)", always),
+        ):
+            times.setdefault(name, []).append(_timed(functools.partial(store.resolve, exp)))
+        _slices(run, rlm, prov, settings, local_store, bucket_store, project, times)
+        shutil.rmtree(work / f"local{run}", ignore_errors=True)
+        shutil.rmtree(work / f"res{run}", ignore_errors=True)
+    _report(args, times, ratios, table_mib)
+    return 0
+
+
+def _slices(
+    run: int,
+    rlm: Path,
+    prov: Provenance,
+    settings: Callable[[str], BucketSettings],
+    local_store: ProjectStore,
+    bucket_store: BucketStore,
+    project: str,
+    times: dict[str, list[float]],
+) -> None:
+    from cas.slicing import SliceRequest, read_slice
+
+    request = SliceRequest(columns=("k", "b"), where="a < 10", limit=100_000)
+    meta = _metadata("1" * 64)
+    local_exp = local_store.record(str(rlm), prov, meta, "table.parquet").card.experiment_id  # type: ignore[arg-type]
+    bucket_exp = bucket_store.record(str(rlm), prov, meta, "table.parquet").card.experiment_id  # type: ignore[arg-type]
+    fresh = BucketStore(settings(f"slice{run}"), project, cache=VerificationCache())
+
+    def cut(store: BucketStore | ProjectStore, exp: str) -> object:
+        return read_slice(store.locate(exp).source, request)
+
+    times.setdefault("local slice", []).append(_timed(lambda: cut(local_store, local_exp)))
+    times.setdefault("bucket slice (empty cache)", []).append(
+        _timed(lambda: cut(fresh, bucket_exp))
+    )
+    times.setdefault("bucket slice (cached)", []).append(_timed(lambda: cut(fresh, bucket_exp)))
+
+
+def _report(
+    args: argparse.Namespace, times: dict[str, list[float]], ratios: list[float], table_mib: float
+) -> None:
+    print(f"{args.size_mib} MiB object, {table_mib:.0f} MiB Parquet table, {args.repeat} runs")
+    print(f"{'operation':34} {'median s':>9} {'MiB/s':>8}  spread (min-max s)")
+    for name, values in times.items():
+        size = table_mib if "slice" in name else args.size_mib
+        med = statistics.median(values)
+        print(f"{name:34} {med:9.3f} {size / med:8.1f}  {min(values):.3f}-{max(values):.3f}")
+    med = statistics.median(ratios)
+    print(
+        f"record / plain upload throughput: median {med:.2f} "
+        f"(spread {min(ratios):.2f}-{max(ratios):.2f}); target >= 0.80: "
+        f"{'met' if med >= 0.8 else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,16 @@
+"""The store on an S3-compatible bucket, with a verified local cache (DESIGN.md §9).
+
+Rooms: `_settings` (where the bucket is), `_keys` (the layout of a project in the bucket),
+`_client` (the one module that talks to the bucket; its SDK loads with the first client),
+`_hasher` (hashing what arrives, chunk by chunk), `_publish` (conditional creates of objects),
+`_cache` (verified local copies),
+`_cards` (card objects under conditional writes), `_store` (`BucketStore`, which orchestrates
+them), `_fsck` (the bucket's check and repair).
+"""
+
+from __future__ import annotations
+
+from cas._bucket._settings import BucketSettings
+from cas._bucket._store import BucketStore
+
+__all__ = ["BucketSettings", "BucketStore"]

@@ -1,0 +1,264 @@
+"""The bucket edge: the only module that imports boto3/botocore, loaded with the first client.
+
+Every SDK error is translated here (`raise ... from exc`): 412 becomes `Conflict` (a conditional
+write lost), 404 becomes None or `ObjectMissing`, everything else `StoreIOError`. Messages name
+the operation and the service's error code only: never a key, an endpoint's credentials, a
+signature or the SDK's own message (which may quote request details).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from cards.errors import ObjectMissing, StoreIOError
+from cas._bucket._settings import BucketSettings
+
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
+
+SHA256_META = "artmem-sha256"  # the object's SHA-256, set when it is published
+_NOT_FOUND = frozenset({"404", "NoSuchKey", "NoSuchUpload", "NotFound"})
+_DENIED = frozenset(
+    {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken"}
+)
+
+
+class Conflict(Exception):
+    """A conditional write lost: the key exists (`If-None-Match`) or changed (`If-Match`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """What a HEAD or a listing tells about a key."""
+
+    key: str
+    size: int
+    etag: str
+    modified: datetime
+    sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """An incomplete multipart upload."""
+
+    key: str
+    upload_id: str
+    initiated: datetime
+
+
+def _make(settings: BucketSettings) -> BaseClient:
+    import boto3  # ~0.3 s: only a bucket store ever pays it
+    from botocore.config import Config
+
+    config = Config(
+        retries={"mode": "standard", "max_attempts": 4},
+        max_pool_connections=max(10, 2 * settings.max_in_flight + 2),
+        connect_timeout=10,
+        read_timeout=60,
+    )
+    session = boto3.session.Session()  # the standard chain: environment, files, roles
+    return session.client(
+        "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=config
+    )
+
+
+@contextlib.contextmanager
+def _errors(operation: str) -> Iterator[None]:
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    try:
+        yield
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", "unknown"))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status == 412 or code == "PreconditionFailed":
+            raise Conflict(operation) from exc
+        if code == "NoSuchBucket":
+            raise StoreIOError("the configured bucket does not exist") from exc
+        if code in _NOT_FOUND or status == 404:
+            raise ObjectMissing(f"the bucket has no such key ({operation})") from exc
+        if code in _DENIED or status == 403:
+            raise StoreIOError(
+                f"the bucket refused {operation} ({code}): check the credentials the standard "
+                "AWS chain provides and the bucket policy"
+            ) from exc
+        raise StoreIOError(f"the bucket failed {operation} ({code}, HTTP {status})") from exc
+    except NoCredentialsError as exc:
+        raise StoreIOError(
+            "no credentials for the bucket: provide them through the standard AWS chain "
+            "(environment, shared files, or an instance role)"
+        ) from exc
+    except BotoCoreError as exc:
+        raise StoreIOError(
+            f"the bucket endpoint could not be reached for {operation} ({type(exc).__name__})"
+        ) from exc
+
+
+class BucketClient:
+    """One bucket, through one thread-safe SDK client."""
+
+    def __init__(self, settings: BucketSettings) -> None:
+        self.bucket = settings.bucket
+        with _errors("connect"):
+            self._s3 = _make(settings)
+
+    def head(self, key: str) -> Head | None:
+        """The key's size, ETag and our SHA-256 metadata; None when it does not exist."""
+        try:
+            with _errors("head"):
+                reply = self._s3.head_object(Bucket=self.bucket, Key=key)
+        except ObjectMissing:
+            return None
+        meta = reply.get("Metadata") or {}
+        return Head(
+            key, reply["ContentLength"], reply["ETag"], reply["LastModified"], meta.get(SHA256_META)
+        )
+
+    def get(self, key: str, max_bytes: int) -> tuple[bytes, str] | None:
+        """A small key's bytes and ETag; None when absent.
+
+        Raises:
+            StoreIOError: the key holds more than `max_bytes`, or the bucket failed.
+        """
+        try:
+            with _errors("get"):
+                reply = self._s3.get_object(Bucket=self.bucket, Key=key)
+                if reply["ContentLength"] > max_bytes:
+                    reply["Body"].close()
+                    raise StoreIOError("a key in the bucket is larger than it may be")
+                data: bytes = reply["Body"].read()
+        except ObjectMissing:
+            return None
+        return data, reply["ETag"]
+
+    def get_range(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
+        """Bytes `[start, end)` of a key, optionally only of the version `etag` names.
+
+        Raises:
+            ObjectMissing: the key is gone. Conflict: it changed (`etag`).
+            StoreIOError: the bucket failed.
+        """
+        extra = {"IfMatch": etag} if etag else {}
+        with _errors("ranged get"):
+            reply = self._s3.get_object(
+                Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}", **extra
+            )
+            data: bytes = reply["Body"].read()
+        return data
+
+    def put(
+        self,
+        key: str,
+        body: bytes,
+        *,
+        create: bool = False,
+        if_match: str | None = None,
+        sha256: str | None = None,
+    ) -> str:
+        """Write a key whole; `create` only if absent, `if_match` only over that ETag.
+
+        Raises:
+            Conflict: the condition failed. StoreIOError: the bucket failed.
+        """
+        extra: dict[str, Any] = {}
+        if create:
+            extra["IfNoneMatch"] = "*"
+        if if_match is not None:
+            extra["IfMatch"] = if_match
+        if sha256 is not None:
+            extra["Metadata"] = {SHA256_META: sha256}
+        with _errors("put"):
+            reply = self._s3.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
+        return str(reply["ETag"])
+
+    def listing(self, prefix: str) -> Iterator[Head]:
+        """Every key below `prefix`, in key order (paginated)."""
+        with _errors("list"):
+            pages = self._s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=prefix
+            )
+            for page in pages:
+                for item in page.get("Contents", ()):
+                    yield Head(item["Key"], item["Size"], item["ETag"], item["LastModified"])
+
+    def start_upload(self, key: str, sha256: str | None = None) -> str:
+        """Begin a multipart upload; its parts stay invisible until it completes."""
+        extra = {"Metadata": {SHA256_META: sha256}} if sha256 is not None else {}
+        with _errors("create upload"):
+            reply = self._s3.create_multipart_upload(Bucket=self.bucket, Key=key, **extra)
+        return str(reply["UploadId"])
+
+    def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
+        """Send one part; its ETag."""
+        with _errors("upload part"):
+            reply = self._s3.upload_part(
+                Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+            )
+        return str(reply["ETag"])
+
+    def copy_part(
+        self, key: str, upload_id: str, number: int, source: str, span: tuple[int, int]
+    ) -> str:
+        """Copy bytes `[start, end)` of `source` into a part, inside the bucket; its ETag."""
+        with _errors("copy part"):
+            reply = self._s3.upload_part_copy(
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                PartNumber=number,
+                CopySource={"Bucket": self.bucket, "Key": source},
+                CopySourceRange=f"bytes={span[0]}-{span[1] - 1}",
+            )
+        return str(reply["CopyPartResult"]["ETag"])
+
+    def complete(
+        self, key: str, upload_id: str, etags: Sequence[str], *, create: bool = False
+    ) -> None:
+        """Complete an upload; with `create`, only if the key does not exist yet.
+
+        Raises:
+            Conflict: `create` and the key exists (the upload stays open: abort it).
+        """
+        parts = [{"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, start=1)]
+        extra = {"IfNoneMatch": "*"} if create else {}
+        with _errors("complete upload"):
+            self._s3.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+                **extra,
+            )
+
+    def abort(self, key: str, upload_id: str) -> None:
+        """Abort an upload (already gone: nothing to do)."""
+        with contextlib.suppress(ObjectMissing), _errors("abort upload"):
+            self._s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+
+    def uploads(self, prefix: str) -> Iterator[Upload]:
+        """Incomplete multipart uploads below `prefix`."""
+        with _errors("list uploads"):
+            pages = self._s3.get_paginator("list_multipart_uploads").paginate(
+                Bucket=self.bucket, Prefix=prefix
+            )
+            for page in pages:
+                for item in page.get("Uploads", ()):
+                    yield Upload(item["Key"], item["UploadId"], item["Initiated"])
+
+    def delete(self, key: str) -> None:
+        """Remove a key (absent: nothing to do)."""
+        with contextlib.suppress(ObjectMissing), _errors("delete"):
+            self._s3.delete_object(Bucket=self.bucket, Key=key)
+
+    def copy(self, source: str, dest: str) -> None:
+        """Copy a key inside the bucket (for quarantine and fsck repairs)."""
+        with _errors("copy"):
+            self._s3.copy_object(
+                Bucket=self.bucket, Key=dest, CopySource={"Bucket": self.bucket, "Key": source}
+            )

@@ -1,0 +1,77 @@
+"""Where a project's objects, manifests, cards and staging keys live in a bucket.
+
+The same layout as on disk (DESIGN.md §4), below an optional prefix:
+`<prefix>/projects/<project_key>/objects/<shard>/<artifact_id>` (and `.chunks` beside it),
+`.../cards/<experiment_id>.json`, `.../tmp/<random>` for staging, `.../quarantine/` for objects
+`fsck --repair` moved aside.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from cards import ArtifactId, ExperimentId, InvalidId, parse_artifact_id
+from cas._layout import CARD_SUFFIX, CHUNKS_SUFFIX, ProjectLayout
+
+STAGING_PREFIX = "stage-"
+
+
+@dataclass(frozen=True, slots=True)
+class BucketKeys:
+    """The keys of one project: every key this store reads or writes starts with `root`."""
+
+    layout: ProjectLayout
+    prefix: str
+
+    @property
+    def root(self) -> str:
+        """The project's key prefix, ending in '/'."""
+        head = f"{self.prefix}/" if self.prefix else ""
+        return f"{head}{'/'.join(self.layout.root)}/"
+
+    @property
+    def objects(self) -> str:
+        """The prefix of every object and manifest."""
+        return f"{self.root}objects/"
+
+    @property
+    def cards(self) -> str:
+        """The prefix of every card."""
+        return f"{self.root}cards/"
+
+    @property
+    def tmp(self) -> str:
+        """The prefix of staging keys (crash leftovers live only here)."""
+        return f"{self.root}tmp/"
+
+    @property
+    def quarantine(self) -> str:
+        """Where `fsck --repair` moves corrupt objects."""
+        return f"{self.root}quarantine/"
+
+    def object(self, artifact_id: ArtifactId) -> str:
+        """The object's key."""
+        return "/".join((self.root.rstrip("/"), *self.layout.object_path(artifact_id)))
+
+    def chunks(self, artifact_id: ArtifactId) -> str:
+        """The chunk manifest's key."""
+        return self.object(artifact_id) + CHUNKS_SUFFIX
+
+    def card(self, experiment_id: ExperimentId) -> str:
+        """A card's key."""
+        return f"{self.cards}{experiment_id}{CARD_SUFFIX}"
+
+    def new_staging(self) -> str:
+        """A fresh, unguessable staging key."""
+        return f"{self.tmp}{STAGING_PREFIX}{secrets.token_hex(16)}"
+
+    def object_of(self, key: str) -> ArtifactId | None:
+        """The artifact id a listed key names as an object (in its shard), else None."""
+        rest = key.removeprefix(self.objects)
+        shard, _, name = rest.partition("/")
+        try:
+            artifact_id = parse_artifact_id(name)
+        except InvalidId:
+            return None
+        return artifact_id if ProjectLayout.shard(artifact_id) == shard else None

@@ -1,0 +1,389 @@
+"""`BucketStore`: one project's store in an S3-compatible bucket, shared by many hosts.
+
+The same guarantees as `ProjectStore`, in object-storage terms (DESIGN.md §9):
+
+- record reads the export once, copying it to a local stage while hashing it (as the local
+  store does), so the content address is known before anything is sent; then the manifest and
+  the object are published by conditional creates (`_publish`: nothing is sent for stored
+  bytes, else a multipart upload on the final key, invisible until completed with
+  `If-None-Match: *`), and the card written with a conditional create or an `If-Match` replace
+  (`_cards`), re-deciding on a lost condition. The stage becomes this host's verified cached
+  copy (`_cache`), and what the media type and table facts are read from.
+- resolve and locate hand out a local copy under `<state_root>/bucket-cache/` proven against the
+  card (downloaded by ranged GETs while hashing, or trusted by a verification record of its exact
+  identity, as locally); slices read its chunks verified against the manifest, as locally.
+
+Quota bound: usage is counted from a listing at commit time, before the object is published.
+Hosts committing at the same moment each see the others' objects only once published, so
+committed usage can exceed a quota by at most (concurrent committers - 1) artifacts (each at
+most `artifact_bytes`) and as many cards; one host alone never overshoots. Nothing is sent
+before the check; incomplete uploads of records in flight (or crashed) occupy the bucket
+until completed or aborted: at most the sum of those objects.
+
+No lock spans hosts: every write is a conditional create or replace, so concurrent records of
+the same bytes converge on one object and one card, and nothing is ever overwritten blindly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+
+from cards import (
+    ArtifactId,
+    CardMetadata,
+    ExperimentCardV1,
+    ExperimentId,
+    IndexState,
+    IndexStatus,
+    Limits,
+    ProjectId,
+    QueryFingerprint,
+    artifact_id_for_digest,
+    experiment_id,
+    freshness_verdict,
+    parse_artifact_id,
+    parse_experiment_id,
+    parse_project_id,
+)
+from cards.build import card_changes, new_card, record_warnings, revised_card, with_index
+from cards.errors import ArtifactTooLarge, InvalidInput, QuotaExceeded, StoreIOError
+from cards.policy import DEFAULT_LIMITS
+from cas._bucket._cache import LocalCopies
+from cas._bucket._cards import BucketCards, retried
+from cas._bucket._client import BucketClient
+from cas._bucket._keys import BucketKeys
+from cas._bucket._settings import BucketSettings
+from cas._cardfiles import CardRead, CardScan, CardStamp
+from cas._hashing import Digests
+from cas._layout import ProjectLayout
+from cas._progress import Progress
+from cas._results import Located, Provenance, Recorded, Resolved, Usage
+from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, Verifier
+from cas.slicing._reader import SliceSource, load_manifest
+
+
+class BucketStore:
+    """The content-addressed store of one project in a bucket, with a verified local cache."""
+
+    def __init__(
+        self,
+        settings: BucketSettings,
+        project_id: str,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        integrity: IntegrityMode = IntegrityMode.CACHED,
+        initial_index_state: IndexState = IndexState.DISABLED,
+        clock: Clock | None = None,
+        cache: VerificationCache = PROCESS_CACHE,
+        require_owner: bool = True,
+    ) -> None:
+        from cas._store import utc_now
+
+        self.settings = settings
+        self.layout = ProjectLayout.for_project(parse_project_id(project_id))
+        self.limits = limits
+        self.integrity = integrity
+        self.require_owner = require_owner
+        self._initial_index_state = initial_index_state
+        self._clock = clock or utc_now
+        self._verifier = Verifier(self.layout.key, integrity, cache, self._clock)
+        self.keys = BucketKeys(self.layout, settings.prefix)
+        self.copies = LocalCopies(settings.cache_root, self.layout, self._verifier, cache)
+        self._client: BucketClient | None = None
+        self._client_lock = threading.Lock()
+
+    @property
+    def project_id(self) -> ProjectId:
+        """The project this store serves."""
+        return self.layout.project_id
+
+    @property
+    def client(self) -> BucketClient:
+        """The bucket client, built (and the SDK loaded) on first use."""
+        with self._client_lock:
+            if self._client is None:
+                self._client = BucketClient(self.settings)
+            return self._client
+
+    @property
+    def _cards(self) -> BucketCards:
+        return BucketCards(self.client, self.keys)
+
+    def local_path(self, parts: Sequence[str]) -> str:
+        """The absolute path of `parts` (a layout path) in this project's local cache."""
+        return self.copies.path(tuple(parts))
+
+    # -- record -----------------------------------------------------------------------------
+
+    def record(
+        self,
+        rlm_root: str,
+        provenance: Provenance,
+        metadata: CardMetadata,
+        source_path: str,
+        progress: Progress | None = None,
+    ) -> Recorded:
+        """Upload a kernel export and commit its card (see the module docstring).
+
+        Raises:
+            InvalidInput, PathRejected, SourceMissing, SourceChanged, ArtifactTooLarge,
+                QuotaExceeded: as `ProjectStore.record`.
+            IntegrityError: other bytes hold the content address in the bucket.
+            StoreIOError: the bucket or the local cache failed, or the card kept changing
+                under other writers (retryable).
+        """
+        from cas._bucket._hasher import copy_and_hash
+        from cas._ingest import open_export
+
+        metadata.check(self.limits)
+        limit = self.limits.artifact_bytes
+        with open_export(
+            rlm_root, provenance.session_id, source_path, require_owner=self.require_owner
+        ) as src:
+            if src.size > limit:
+                raise ArtifactTooLarge(
+                    f"the artifact is larger than the {limit}-byte limit", limit=limit
+                )
+            if progress is not None:
+                progress.start(src.size)
+            with self.copies.staging() as (project, tmp_fd, stage):
+                digests = copy_and_hash(src.fd, stage.fd, limit=limit, progress=progress)
+                src.check_unchanged(digests.size)
+                recorded = self._commit(stage.fd, digests, metadata, src.name, provenance)
+                artifact_id = recorded.card.typed_artifact_id
+                with contextlib.suppress(StoreIOError):  # the cache only spares a download
+                    self.copies.adopt(project, tmp_fd, stage, artifact_id, digests, durable=False)
+                return recorded
+
+    def _commit(
+        self,
+        stage_fd: int,
+        digests: Digests,
+        metadata: CardMetadata,
+        name: str,
+        provenance: Provenance,
+    ) -> Recorded:
+        from cas._bucket._publish import publish, stored
+        from cas._sniff import detect
+        from cas.slicing import _footer
+
+        artifact_id = artifact_id_for_digest(digests.sha256)
+        metadata = detect(stage_fd, digests.size, name, metadata)
+        exp_id = self._experiment_id(artifact_id, metadata)
+        seen, _ = self._cards.find(exp_id)
+        measured = _footer.measure(stage_fd, digests.manifest(), metadata, seen)
+        if seen is None:
+            self._check_card_quota()
+        head = self.client.head(self.keys.object(artifact_id))
+        present = stored(head, digests.size, digests.sha256.hex())
+        if not present:
+            self._check_byte_quota(digests.size)
+            present = publish(
+                self.client,
+                self.keys,
+                artifact_id,
+                digests,
+                stage_fd,
+                part_bytes=self.settings.part_bytes,
+                in_flight=self.settings.max_in_flight,
+            )
+
+        def attempt() -> Recorded | None:
+            existing, etag = self._cards.find(exp_id)
+            completed, table_warnings = measured.complete(metadata, existing, self.limits)
+            now = self._clock()
+            if existing is None:
+                card = new_card(
+                    experiment_id=exp_id,
+                    project_id=self.project_id,
+                    artifact_id=artifact_id,
+                    sha256=digests.sha256.hex(),
+                    size=digests.size,
+                    chunk_manifest_sha256=_sha256_hex(digests.manifest()),
+                    metadata=completed,
+                    session_id=provenance.session_id,
+                    root_agent_id=provenance.root_agent_id,
+                    tool_call_id=provenance.tool_call_id,
+                    index_state=self._initial_index_state,
+                    now=now,
+                )
+            else:
+                card = revised_card(existing, completed, now)
+            if card is not existing and not self._cards.write(card, etag):
+                return None
+            return Recorded(
+                card=card,
+                deduplicated=present,
+                card_created=existing is None,
+                card_updated=existing is not None and card is not existing,
+                changed=() if existing is None else card_changes(existing, card),
+                warnings=(*record_warnings(card, deduplicated=present), *table_warnings),
+            )
+
+        return retried(attempt)
+
+    def _experiment_id(self, artifact_id: ArtifactId, metadata: CardMetadata) -> ExperimentId:
+        return experiment_id(
+            self.project_id,
+            artifact_id,
+            QueryFingerprint(metadata.query_fingerprint),
+            metadata.source_version,
+        )
+
+    def _check_card_quota(self) -> None:
+        limit = self.limits.cards_per_project
+        if self._cards.count() >= limit:
+            raise QuotaExceeded(f"the project already holds {limit} cards", limit=limit)
+
+    def _check_byte_quota(self, size: int) -> None:
+        used = self.usage().bytes
+        limit = self.limits.project_bytes
+        if used + size > limit:
+            raise QuotaExceeded(
+                f"recording {size} bytes would exceed the project's {limit}-byte quota "
+                f"({used} bytes used)",
+                limit=limit,
+            )
+
+    # -- resolve ----------------------------------------------------------------------------
+
+    def resolve(
+        self,
+        experiment_id: str,
+        current_source_version: str | None = None,
+        progress: Progress | None = None,
+    ) -> Resolved:
+        """Prove an experiment's bytes intact and hand out the path of a verified local copy.
+
+        Raises:
+            InvalidId, InvalidInput, ExperimentNotFound, CardInvalid: as `ProjectStore.resolve`.
+            ObjectMissing: the card's object is in neither the bucket nor the cache.
+            IntegrityError: the bucket's (or the cache's) bytes differ from the card.
+            StoreIOError: the bucket or the cache failed.
+        """
+        exp_id = parse_experiment_id(experiment_id)
+        _check_version(current_source_version)
+        card, _ = self._cards.read(exp_id)
+        verified_at, hashed = self._verified(card, progress)
+        state, warnings = freshness_verdict(card.source_version, current_source_version)
+        return Resolved(
+            path=self.local_path(self.layout.object_path(card.typed_artifact_id)),
+            manifest_path=self.local_path(self.layout.chunks_path(card.typed_artifact_id)),
+            card=card,
+            freshness=state,
+            verified_at=verified_at,
+            hashed=hashed,
+            warnings=warnings,
+        )
+
+    def locate(self, experiment_id: str, current_source_version: str | None = None) -> Located:
+        """A card, its freshness, and its verified local copy as a slice reads it.
+
+        The copy is downloaded (and proven whole) if this host has none; ranged reads of only
+        the chunks a slice needs are not done yet.
+
+        Raises:
+            InvalidId, InvalidInput, ExperimentNotFound, CardInvalid, ObjectMissing,
+                IntegrityError, StoreIOError: see `resolve`.
+        """
+        exp_id = parse_experiment_id(experiment_id)
+        _check_version(current_source_version)
+        card, _ = self._cards.read(exp_id)
+        self._verified(card, None)
+        source = SliceSource(
+            path=self.local_path(self.layout.object_path(card.typed_artifact_id)),
+            manifest_path=self.local_path(self.layout.chunks_path(card.typed_artifact_id)),
+            size=card.artifact.bytes,
+            media_type=card.artifact.media_type,
+            chunk_manifest_sha256=card.chunk_manifest_sha256,
+        )
+        load_manifest(source)
+        state, warnings = freshness_verdict(card.source_version, current_source_version)
+        return Located(card=card, source=source, freshness=state, warnings=warnings)
+
+    def _verified(self, card: ExperimentCardV1, progress: Progress | None) -> tuple[datetime, bool]:
+        key = self.keys.object(card.typed_artifact_id)
+        return self.copies.verified(
+            card, self.client, key, max(2, self.settings.max_in_flight), progress
+        )
+
+    # -- cards ------------------------------------------------------------------------------
+
+    def load_card(self, experiment_id: str) -> ExperimentCardV1:
+        """Read and validate one card of this project.
+
+        Raises:
+            InvalidId, ExperimentNotFound, CardInvalid: as `ProjectStore.load_card`.
+        """
+        return self._cards.read(parse_experiment_id(experiment_id))[0]
+
+    def scan_cards(self) -> CardScan:
+        """Read every card; malformed, unsupported or misplaced ones are skipped and counted."""
+        return CardScan.of(self.read_cards())
+
+    def read_cards(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
+        """Every card, in name order, stamped (size, ETag) from one listing."""
+        yield from self._cards.scan(unchanged)
+
+    def cards_version(self) -> str | None:
+        """None: a bucket gives no cheap token for "the cards changed"; callers list instead."""
+        return None
+
+    def update_index_status(
+        self, experiment_id: str, decide: Callable[[ExperimentCardV1], IndexStatus | None]
+    ) -> ExperimentCardV1:
+        """Replace a card's index status with `decide(card)`, by `If-Match` on the version read.
+
+        A concurrent writer makes the write lose; the card is read and decided again.
+
+        Raises:
+            ExperimentNotFound, CardInvalid: as `ProjectStore.update_index_status`.
+            StoreIOError: the card could not be written, or kept changing (retryable).
+        """
+        exp_id = parse_experiment_id(experiment_id)
+        cards = self._cards
+
+        def attempt() -> ExperimentCardV1 | None:
+            card, etag = cards.read(exp_id)
+            status = decide(card)
+            if status is None or status == card.index:
+                return card
+            updated = with_index(card, status)
+            return updated if cards.write(updated, etag) else None
+
+        return retried(attempt)
+
+    def set_index_status(self, experiment_id: str, status: IndexStatus) -> ExperimentCardV1:
+        """Replace a card's index status (see `update_index_status`)."""
+        return self.update_index_status(experiment_id, lambda card: status)
+
+    def has_object(self, artifact_id: str) -> bool:
+        """Whether the object is cached here or its key exists in the bucket (not a proof)."""
+        aid = parse_artifact_id(artifact_id)
+        if self.copies.has(aid):
+            return True
+        return self.client.head(self.keys.object(aid)) is not None
+
+    def usage(self) -> Usage:
+        """Committed objects, their bytes, and cards of this project, from listings."""
+        objects = total = 0
+        for head in self.client.listing(self.keys.objects):
+            if self.keys.object_of(head.key) is not None:
+                objects += 1
+                total += head.size
+        return Usage(objects=objects, bytes=total, cards=self._cards.count())
+
+
+def _sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _check_version(value: str | None) -> None:
+    if value is None:
+        return
+    if not value or len(value) > 200 or not value.isprintable():
+        raise InvalidInput("current_source_version must be 1-200 printable characters")

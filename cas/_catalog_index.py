@@ -1,0 +1,378 @@
+"""The catalog's index: exact keys and BM25 postings over numbered card slots, packable to bytes.
+
+A card enters as an `Entry` (its experiment id, recency, exact keys and weighted term counts)
+and takes a slot number. Postings map a term to {slot: weighted tf}. `pack` turns the index into
+plain values (postings as two arrays of machine integers per term) that `marshal` stores and
+loads in milliseconds; an index made by `unpack` keeps each term's postings packed until a search
+or a change first needs them, so loading 100,000 cards costs no per-posting work.
+
+Ranking (spec §30.1): exact matches first with score 1.0, newest first; lexical hits follow,
+ranked by Okapi BM25 (k1 = 1.2, b = 0.75, Lucene's idf) over one virtual field in which a title
+or tag token counts `HEAVY_WEIGHT` times. Lexical scores are divided by the query's best lexical
+score. Ties go to the most recently updated card, then to the smaller experiment id.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from operator import itemgetter
+
+K1 = 1.2
+B = 0.75
+# Per-term impacts of terms in at least this many cards are kept until the next change,
+# at most CACHE_MAX_ENTRIES entries (about 100 bytes each), least recently used out first.
+CACHE_MIN_POSTINGS = 256
+CACHE_MAX_ENTRIES = 200_000
+EXACT_KINDS = ("experiment_id", "artifact_id", "query_fingerprint", "tag", "source_version")
+# Pruning compares float sums; this margin keeps a rounding error from dropping a tied card.
+_SLACK = 1e-9
+# Packed postings: slots as unsigned 32-bit, weighted term frequencies as unsigned 16-bit
+# (a card's fields hold at most a few thousand tokens).
+_SLOTS, _TFS = "I", "H"
+PACK_SHAPE = (array(_SLOTS).itemsize, array(_TFS).itemsize)
+
+# (-updated_at, experiment_id): ascending order is newest first, ties by experiment id.
+OrderKey = tuple[float, str]
+# kind -> value -> slots holding it
+_ExactIndex = dict[str, dict[str, list[int]]]
+_Packed = dict[str, tuple[bytes, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """What the index keeps of one card.
+
+    Attributes:
+        key: The experiment id.
+        updated: `updated_at` as a POSIX timestamp (recency).
+        exact: (kind, value) pairs an exact query may hit, tags casefolded.
+        tf: Weighted term frequencies of the card's descriptive fields.
+    """
+
+    key: str
+    updated: float
+    exact: tuple[tuple[str, str], ...]
+    tf: dict[str, int]
+
+
+class TermIndex:
+    """Exact keys and BM25 postings of at most a few hundred thousand cards."""
+
+    def __init__(
+        self,
+        *,
+        cache_min_postings: int = CACHE_MIN_POSTINGS,
+        cache_max_entries: int = CACHE_MAX_ENTRIES,
+    ) -> None:
+        self._cache_min_postings = cache_min_postings
+        self._cache_max_entries = cache_max_entries
+        self._slot_of: dict[str, int] = {}
+        self._keys: list[str | None] = []  # slot -> experiment id; None: a free slot
+        self._updated: list[float] = []
+        self._doc_len: list[int] = []
+        self._doc_terms: list[str] = []  # slot -> its terms, space-separated (for removal)
+        self._doc_exact: list[tuple[tuple[str, str], ...]] = []
+        self._free: list[int] = []
+        self._exact: _ExactIndex = {kind: {} for kind in EXACT_KINDS[1:]}
+        self._postings: dict[str, dict[int, int]] = {}
+        self._packed: _Packed = {}
+        self._total_len = 0
+        self._norm: list[float] | None = None
+        self._impact_cache: dict[str, dict[int, float]] = {}
+        self._cached_entries = 0
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._slot_of
+
+    def keys(self) -> Iterable[str]:
+        """The experiment ids held."""
+        return self._slot_of.keys()
+
+    def order(self, key: str) -> OrderKey:
+        """The recency key of a held card: ascending is newest first."""
+        return (-self._updated[self._slot_of[key]], key)
+
+    def oldest(self) -> str:
+        """The least recent held card (the index must not be empty)."""
+        return max(self._slot_of, key=self.order)
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def add(self, entry: Entry) -> None:
+        """Index a card whose key is not held yet."""
+        slot = self._free.pop() if self._free else len(self._keys)
+        if slot == len(self._keys):
+            self._keys.append(None)
+            self._updated.append(0.0)
+            self._doc_len.append(0)
+            self._doc_terms.append("")
+            self._doc_exact.append(())
+        self._slot_of[entry.key] = slot
+        self._keys[slot] = entry.key
+        self._updated[slot] = entry.updated
+        self._doc_exact[slot] = entry.exact
+        for kind, value in entry.exact:
+            self._exact[kind].setdefault(value, []).append(slot)
+        self._doc_terms[slot] = " ".join(entry.tf)
+        for term, weight in entry.tf.items():
+            postings = self._postings_of(term)
+            if postings is None:
+                self._postings[term] = {slot: weight}
+            else:
+                postings[slot] = weight
+        self._doc_len[slot] = length = sum(entry.tf.values())
+        self._total_len += length
+        self._forget_norms()
+
+    def remove(self, key: str) -> None:
+        """Drop a held card."""
+        slot = self._slot_of.pop(key)
+        for kind, value in self._doc_exact[slot]:
+            slots = self._exact[kind][value]
+            slots.remove(slot)
+            if not slots:
+                del self._exact[kind][value]
+        for term in self._doc_terms[slot].split():
+            postings = self._postings_of(term)
+            assert postings is not None
+            del postings[slot]
+            if not postings:
+                del self._postings[term]
+        self._total_len -= self._doc_len[slot]
+        self._keys[slot], self._doc_len[slot], self._updated[slot] = None, 0, 0.0
+        self._doc_terms[slot], self._doc_exact[slot] = "", ()
+        self._free.append(slot)
+        self._forget_norms()
+
+    def _forget_norms(self) -> None:
+        """Drop what depends on the average card length: every change moves it."""
+        self._norm = None
+        self._impact_cache.clear()
+        self._cached_entries = 0
+
+    # -- search ----------------------------------------------------------------------------
+
+    def exact_matches(self, text: str) -> dict[str, tuple[str, ...]]:
+        """Experiment id to the exact-match kinds that `text` hits, in `EXACT_KINDS` order."""
+        found: dict[str, list[str]] = {}
+        if text in self._slot_of:
+            found[text] = ["experiment_id"]
+        probes = {"artifact_id": text, "query_fingerprint": text}
+        probes |= {"tag": text.casefold(), "source_version": text}
+        for kind, probe in probes.items():
+            for slot in self._exact[kind].get(probe, ()):
+                key = self._keys[slot]
+                assert key is not None
+                found.setdefault(key, []).append(kind)
+        return {key: tuple(kinds) for key, kinds in found.items()}
+
+    def lexical(self, terms: list[str], count: int, skip: set[str]) -> list[tuple[str, float]]:
+        """The `count` best lexical hits not in `skip`, scored against the best of all."""
+        skipped = {self._slot_of[key] for key in skip}
+        scores = self._bm25(terms, count + len(skipped))
+        if not scores:
+            return []
+        top = max(scores.values())
+        for slot in skipped:
+            scores.pop(slot, None)
+        best = self._best(scores, count)
+        hits = []
+        for slot in best:
+            key = self._keys[slot]
+            assert key is not None
+            hits.append((key, min(scores[slot] / top, 1.0)))
+        return hits
+
+    def _slot_order(self, slot: int) -> OrderKey:
+        key = self._keys[slot]
+        assert key is not None
+        return (-self._updated[slot], key)
+
+    def _bm25(self, terms: list[str], wanted: int) -> dict[int, float]:
+        """BM25 scores, scaled by one positive constant, of every card that can rank `wanted`.
+
+        Terms go rarest first. Once no card yet unscored could beat the `wanted`-th best
+        score even by matching every remaining term, later terms only update cards already
+        scored (an exact MaxScore cut: common words no longer touch every card).
+        """
+        weighted = self._weighted_terms(terms)
+        if not weighted:
+            return {}
+        first_idf, first = weighted[0]
+        # Scores are divided by the first term's idf: one fewer multiply per posting, and
+        # normalising by the best score removes the constant again.
+        scores = dict(self._impacts(first))
+        bound = sum(idf for idf, _ in weighted[1:]) / first_idf * (K1 + 1.0)
+        cut = False
+        for idf, term in weighted[1:]:
+            cut, scores = _cut(scores, wanted, bound, cut)
+            factor = idf / first_idf
+            if cut:
+                self._update_scored(scores, term, factor)
+            else:
+                _accumulate(scores, self._impacts(term), factor)
+            bound -= factor * (K1 + 1.0)
+        return scores
+
+    def _weighted_terms(self, terms: list[str]) -> list[tuple[float, str]]:
+        """(idf, term) of the terms that occur in some card, highest idf first."""
+        n = len(self._slot_of)
+        weighted = [(_idf(n, holding), term) for term in terms if (holding := self._holding(term))]
+        return sorted(weighted, key=lambda pair: (-pair[0], pair[1]))
+
+    def _holding(self, term: str) -> int:
+        """How many cards hold `term`, without unpacking its postings."""
+        postings = self._postings.get(term)
+        if postings is not None:
+            return len(postings)
+        packed = self._packed.get(term)
+        return 0 if packed is None else len(packed[0]) // PACK_SHAPE[0]
+
+    def _postings_of(self, term: str) -> dict[int, int] | None:
+        postings = self._postings.get(term)
+        if postings is None and term in self._packed:
+            slots, tfs = self._packed.pop(term)
+            postings = self._postings[term] = dict(
+                zip(_unpack(_SLOTS, slots), _unpack(_TFS, tfs), strict=True)
+            )
+        return postings
+
+    def _impacts(self, term: str) -> dict[int, float]:
+        """(K1 + 1) * tf / (tf + norm) per card holding `term`; frequent terms are cached."""
+        cached = self._impact_cache.pop(term, None)
+        if cached is None:
+            norm = self._length_norms()
+            scale = K1 + 1.0
+            postings = self._postings_of(term) or {}
+            cached = {slot: scale * tf / (tf + norm[slot]) for slot, tf in postings.items()}
+            if not self._cache_min_postings <= len(cached) <= self._cache_max_entries:
+                return cached
+            self._cached_entries += len(cached)
+            while self._cached_entries > self._cache_max_entries and self._impact_cache:
+                oldest = next(iter(self._impact_cache))
+                self._cached_entries -= len(self._impact_cache.pop(oldest))
+        self._impact_cache[term] = cached  # re-inserted last: least recently used goes first
+        return cached
+
+    def _update_scored(self, scores: dict[int, float], term: str, factor: float) -> None:
+        """Add `term`'s contribution to the cards already in `scores` only."""
+        postings, norm = self._postings_of(term) or {}, self._length_norms()
+        scale = K1 + 1.0
+        if len(postings) < len(scores):
+            for slot, tf in postings.items():
+                if slot in scores:
+                    scores[slot] += factor * (scale * tf / (tf + norm[slot]))
+        else:
+            for slot in scores:
+                held = postings.get(slot)
+                if held is not None:
+                    scores[slot] += factor * (scale * held / (held + norm[slot]))
+
+    def _length_norms(self) -> list[float]:
+        """K1 * (1 - B + B * dl / avgdl) per slot, recomputed lazily after a change."""
+        if self._norm is None:
+            count = len(self._slot_of)
+            avg = self._total_len / count if count else 1.0
+            base, slope = K1 * (1.0 - B), K1 * B / (avg or 1.0)
+            self._norm = [base + slope * dl for dl in self._doc_len]
+        return self._norm
+
+    def _best(self, scores: dict[int, float], count: int) -> list[int]:
+        """The `count` best-ranked slots: score descending, then recency, then experiment id."""
+        top = heapq.nlargest(count, scores.items(), key=itemgetter(1))
+        if len(top) < count:
+            return sorted(scores, key=lambda slot: (-scores[slot], self._slot_order(slot)))
+        threshold = top[-1][1]
+        # Many cards may tie at the cut (equal tf and length); pick among them by recency.
+        above = [slot for slot, score in top if score > threshold]
+        tied = [slot for slot, score in scores.items() if score == threshold]
+        above.sort(key=lambda slot: (-scores[slot], self._slot_order(slot)))
+        return above + heapq.nsmallest(count - len(above), tied, key=self._slot_order)
+
+    # -- packing ---------------------------------------------------------------------------
+
+    def pack(self) -> tuple[object, ...]:
+        """The index as plain values `marshal` stores (postings packed per term)."""
+        packed = dict(self._packed)
+        for term, postings in self._postings.items():
+            packed[term] = (
+                array(_SLOTS, postings.keys()).tobytes(),
+                array(_TFS, postings.values()).tobytes(),
+            )
+        return (
+            self._keys,
+            self._updated,
+            self._doc_len,
+            self._doc_terms,
+            self._doc_exact,
+            self._exact,
+            packed,
+        )
+
+    @classmethod
+    def unpack(cls, value: object) -> TermIndex:
+        """An index from what `pack` returned (after a `marshal` round trip).
+
+        Raises:
+            ValueError: `value` does not have the shape `pack` gives.
+        """
+        if not isinstance(value, tuple) or len(value) != 7:
+            raise ValueError("not a packed term index")
+        keys, updated, doc_len, doc_terms, doc_exact, exact, packed = value
+        columns = (keys, updated, doc_len, doc_terms, doc_exact)
+        if not all(isinstance(c, list) and len(c) == len(keys) for c in columns):
+            raise ValueError("the packed slot columns differ in length")
+        if not isinstance(exact, dict) or set(exact) != set(EXACT_KINDS[1:]):
+            raise ValueError("the packed exact keys are malformed")
+        if not isinstance(packed, dict):
+            raise ValueError("the packed postings are malformed")
+        index = cls()
+        index._keys, index._updated, index._doc_len = keys, updated, doc_len
+        index._doc_terms, index._doc_exact = doc_terms, doc_exact
+        index._exact, index._packed = exact, packed
+        index._slot_of = {key: slot for slot, key in enumerate(keys) if key is not None}
+        index._free = [slot for slot, key in enumerate(keys) if key is None]
+        index._total_len = sum(doc_len)
+        return index
+
+
+def _unpack(code: str, data: bytes) -> array[int]:
+    values = array(code)
+    values.frombytes(data)
+    return values
+
+
+def _idf(cards: int, holding: int) -> float:
+    # Lucene's idf: never negative, so a term in most cards still adds a little.
+    return math.log(1.0 + (cards - holding + 0.5) / (holding + 0.5))
+
+
+def _cut(
+    scores: dict[int, float], wanted: int, bound: float, cut: bool
+) -> tuple[bool, dict[int, float]]:
+    """Whether unscored cards are out of the running, and the scored cards still in it.
+
+    `bound` is the most the remaining terms can add to any card. Once the `wanted`-th best
+    score is above it, no unscored card can reach the top `wanted`, and neither can a scored
+    card whose score plus `bound` stays below that threshold (scores only grow).
+    """
+    if len(scores) < wanted:
+        return cut, scores
+    threshold = heapq.nlargest(wanted, scores.values())[-1]
+    if not cut and threshold <= bound * (1.0 + _SLACK):
+        return False, scores
+    floor = threshold - (bound + threshold) * _SLACK
+    return True, {slot: score for slot, score in scores.items() if score + bound >= floor}
+
+
+def _accumulate(scores: dict[int, float], impacts: dict[int, float], factor: float) -> None:
+    get = scores.get
+    for slot, impact in impacts.items():
+        scores[slot] = get(slot, 0.0) + factor * impact

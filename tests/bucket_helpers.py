@@ -1,0 +1,150 @@
+"""A local S3 server (moto's server mode) for the bucket store tests, and a recording worker.
+
+The server runs in this process on 127.0.0.1 and a free port; every test gets its own bucket.
+Dummy credentials are put into the environment by the fixture only (restored afterwards), and
+shared AWS files and the instance metadata service are switched off: nothing reaches AWS.
+
+Run as a script (`python bucket_helpers.py JOB.json`), this is one "host": it records one
+export into the bucket with its own state root, printing a line per part read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ACCESS_KEY = "AKIAARTMEMTESTONLY0001"
+SECRET_KEY = "artmem-test-secret-0123456789-never-printed"
+_ENV = {
+    "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+    "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A moto S3 server for the whole session, with dummy credentials in the environment."""
+    pytest.importorskip("moto")
+    from moto.server import ThreadedMotoServer
+
+    saved = {name: os.environ.get(name) for name in _ENV}
+    os.environ.update(_ENV)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def raw_client(endpoint: str):  # type: ignore[no-untyped-def]
+    import boto3
+
+    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str) -> str:
+    """A fresh, empty bucket."""
+    name = f"artmem-test-{secrets.token_hex(6)}"
+    raw_client(s3_endpoint).create_bucket(Bucket=name)
+    return name
+
+
+@dataclass
+class Host:
+    """One host of a bucket store: its own state root, the shared bucket."""
+
+    endpoint: str
+    bucket: str
+    state_root: Path
+    prefix: str = "lab"
+
+    def settings(self, **overrides: object):  # type: ignore[no-untyped-def]
+        from cas import BucketSettings
+
+        fields: dict[str, object] = {
+            "bucket": self.bucket,
+            "cache_root": str(self.state_root / "bucket-cache"),
+            "prefix": self.prefix,
+            "endpoint_url": self.endpoint,
+            "region": "us-east-1",
+        }
+        fields.update(overrides)
+        return BucketSettings(**fields)  # type: ignore[arg-type]
+
+    def store(self, project: str, settings: dict[str, object] | None = None, **kwargs: object):  # type: ignore[no-untyped-def]
+        from cas import BucketStore, VerificationCache
+
+        kwargs.setdefault("cache", VerificationCache())
+        return BucketStore(self.settings(**(settings or {})), project, **kwargs)  # type: ignore[arg-type]
+
+
+def keys_below(endpoint: str, bucket: str, prefix: str = "") -> dict[str, int]:
+    """Every key (and its size) below `prefix`."""
+    pages = (
+        raw_client(endpoint).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    )
+    return {item["Key"]: item["Size"] for page in pages for item in page.get("Contents", ())}
+
+
+def open_uploads(endpoint: str, bucket: str) -> list[str]:
+    reply = raw_client(endpoint).list_multipart_uploads(Bucket=bucket)
+    return [upload["Key"] for upload in reply.get("Uploads", ())]
+
+
+def _main(job_path: str) -> int:
+    """Record one export as a separate host; print `part` per chunk read, then the outcome."""
+    sys.path.insert(0, str(Path(__file__).parent.parent))
+    from cards import parse_metadata
+    from cas import BucketSettings, BucketStore, Provenance
+
+    job = json.loads(Path(job_path).read_text())
+
+    class Ticks:
+        def start(self, total: int) -> None:
+            print("start", flush=True)
+
+        def advance(self, n: int) -> None:
+            print("part", flush=True)
+
+    store = BucketStore(BucketSettings(**job["settings"]), job["project"])
+    recorded = store.record(
+        job["rlm_root"],
+        Provenance(session_id=job["session"]),
+        parse_metadata(job["metadata"]),
+        job["name"],
+        Ticks() if job.get("ticks") else None,
+    )
+    print(json.dumps({"artifact_id": recorded.card.artifact.artifact_id,
+                      "deduplicated": recorded.deduplicated,
+                      "created": recorded.card_created}), flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1]))

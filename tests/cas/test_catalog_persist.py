@@ -1,0 +1,204 @@
+"""The persisted catalog: ranks as a fresh build, revalidates cheaply, is never trusted blindly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+from conftest import fingerprint
+
+from cards import DEFAULT_LIMITS
+from cas import Catalog, LocalCatalog
+from cas._catalog_persist import _MAGIC, CATALOG_DIR
+
+
+def _record(ws, store, n: int, **meta: object):
+    ws.export(f"r{n}.bin", f"result {n}".encode())
+    meta.setdefault("query_fingerprint", fingerprint(f"q{n}"))
+    return ws.record(store, f"r{n}.bin", **meta).card
+
+
+def _cards_dir(ws, store) -> Path:
+    return ws.project_dir(store) / "cards"
+
+
+def _settle(ws, store) -> None:
+    """Date the cards directory back, so its version is no longer racily fresh."""
+    cards = _cards_dir(ws, store)
+    old = cards.stat().st_mtime_ns - 60 * 10**9
+    os.utime(cards, ns=(old, old))
+
+
+def _ids(hits) -> list[str]:
+    return [hit.card.experiment_id for hit in hits]
+
+
+WORDS = ["cohort", "response", "treatment", "alpha beta", "gamma", "cohort alpha", "unknown"]
+
+
+def _populate(ws, store, count: int = 8) -> list:
+    titles = ["Alpha cohort", "Beta response", "Gamma treatment", "Alpha beta gamma"]
+    return [
+        _record(ws, store, n, title=titles[n % 4], tags=[f"t{n % 3}"], summary=f"run {n} alpha")
+        for n in range(count)
+    ]
+
+
+def test_a_saved_catalog_ranks_exactly_like_a_fresh_build(ws, tmp_path):
+    store = ws.store()
+    cards = _populate(ws, store)
+    state = str(tmp_path / "state")
+    first = LocalCatalog.open(store, state)
+    reloaded = LocalCatalog(store, state)  # loaded, not refreshed
+    fresh = Catalog.build(store.scan_cards().cards, max_cards=100)
+    assert len(reloaded) == len(cards)
+    for query in [*WORDS, cards[3].experiment_id, cards[2].query_fingerprint, "T1"]:
+        expected = fresh.search(query, limit=5)
+        assert first.search(query, 5) == expected, query
+        assert reloaded.search(query, 5) == expected, query
+
+
+def test_an_unchanged_cards_version_means_no_scan_and_a_changed_one_catches_up(ws, tmp_path):
+    store = ws.store()
+    card = _record(ws, store, 1, title="Quokka census")
+    _settle(ws, store)
+    state = str(tmp_path / "state")
+    LocalCatalog.open(store, state)
+    path = _cards_dir(ws, store) / f"{card.experiment_id}.json"
+    before = path.stat()
+    # Rewritten in place (no rename): the directory's version stays, so nothing is re-read.
+    path.write_bytes(path.read_bytes().replace(b"Quokka census", b"Wombat census"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1))
+    catalog = LocalCatalog.open(store, state)
+    assert catalog.refresh() is False
+    assert _ids(catalog.search("quokka", 5)) == [card.experiment_id]
+    assert catalog.search("wombat", 5) == []
+    # A new card moves the version: the changed file is found by its stamp.
+    other = _record(ws, store, 2, title="Platypus count")
+    caught_up = LocalCatalog.open(store, state)
+    assert _ids(caught_up.search("wombat", 5)) == [card.experiment_id]
+    assert _ids(caught_up.search("platypus", 5)) == [other.experiment_id]
+    assert caught_up.search("quokka", 5) == []
+
+
+def test_a_hit_whose_card_file_vanished_is_never_returned(ws, tmp_path):
+    store = ws.store()
+    gone, kept = _record(ws, store, 1), _record(ws, store, 2)
+    _settle(ws, store)
+    state = str(tmp_path / "state")
+    LocalCatalog.open(store, state)
+    cards = _cards_dir(ws, store)
+    version = cards.stat()
+    (cards / f"{gone.experiment_id}.json").unlink()
+    os.utime(cards, ns=(version.st_atime_ns, version.st_mtime_ns))  # the version looks unchanged
+    catalog = LocalCatalog.open(store, state)
+    assert _ids(catalog.search("cohort", 5)) == [kept.experiment_id]
+    assert catalog.get(gone.experiment_id) is None
+    assert len(catalog) == 1  # it caught up
+
+
+def test_a_torn_corrupt_or_foreign_catalog_file_is_rebuilt_not_trusted(ws, tmp_path):
+    store, other = ws.store(), ws.store("other-project")
+    card = _record(ws, store, 1)
+    state = tmp_path / "state"
+    LocalCatalog.open(store, str(state))
+    path = Path(LocalCatalog(store, str(state)).path or "")
+    good = path.read_bytes()
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0xFF
+    foreign = tmp_path / "foreign"
+    _record(ws, other, 9)
+    LocalCatalog.open(other, str(foreign))  # another project's catalog, put under our name
+    foreign_bytes = Path(LocalCatalog(other, str(foreign)).path or "").read_bytes()
+    for damaged in (good[: len(good) // 2], bytes(flipped), b"", b"junk" * 10, foreign_bytes):
+        path.write_bytes(damaged)
+        assert len(LocalCatalog(store, str(state))) == 0  # not trusted
+        catalog = LocalCatalog.open(store, str(state))
+        assert _ids(catalog.search(card.experiment_id, 5)) == [card.experiment_id]
+        assert len(LocalCatalog(store, str(state))) == 1  # and saved whole again
+
+
+def test_status_counts_come_from_the_catalog_with_bad_files_skipped(ws, tmp_path):
+    store = ws.store()
+    _populate(ws, store, 3)
+    cards = _cards_dir(ws, store)
+    (cards / "not-a-card.json").write_text("{}")
+    (cards / f"exp_{'a' * 52}.json").write_text("{broken")
+    catalog = LocalCatalog.open(store, str(tmp_path / "state"))
+    assert (catalog.cards, catalog.skipped, catalog.index_states()) == (3, 2, {"disabled": 3})
+    (cards / "not-a-card.json").unlink()
+    assert LocalCatalog.open(store, str(tmp_path / "state")).skipped == 1
+
+
+def test_the_catalog_is_bounded_and_a_removal_lets_the_next_newest_in(ws, tmp_path):
+    store = ws.store()
+    first, second, third = (_record(ws, store, n) for n in range(3))
+    small = ws.store(limits=DEFAULT_LIMITS.lowered(cards_per_project=2))  # lowered afterwards
+    state = str(tmp_path / "state")
+    catalog = LocalCatalog.open(small, state)
+    assert (len(catalog), catalog.cards, catalog.overflow) == (2, 3, 1)
+    assert sorted(_ids(catalog.search("cohort", 5))) == sorted(
+        [second.experiment_id, third.experiment_id]
+    )
+    (_cards_dir(ws, store) / f"{third.experiment_id}.json").unlink()
+    after = LocalCatalog.open(small, state)
+    assert (len(after), after.cards, after.overflow) == (2, 2, 0)
+    assert sorted(_ids(after.search("cohort", 5))) == sorted(
+        [first.experiment_id, second.experiment_id]
+    )
+
+
+def test_a_read_only_catalog_writes_nothing(ws, tmp_path):
+    store = ws.store()
+    card = _record(ws, store, 1)
+    state = tmp_path / "state"
+    catalog = LocalCatalog.open(store, str(state), save=False)
+    assert _ids(catalog.search("cohort", 5)) == [card.experiment_id]
+    assert not state.exists()
+
+
+def test_a_put_card_is_found_before_any_refresh(ws, tmp_path):
+    store = ws.store()
+    catalog = LocalCatalog.open(store, str(tmp_path / "state"))
+    card = _record(ws, store, 1, title="Echidna survey")
+    catalog.put(card)
+    assert _ids(catalog.search("echidna", 5)) == [card.experiment_id]
+    assert catalog.refresh() and _ids(catalog.search("echidna", 5)) == [card.experiment_id]
+
+
+_WORKER = """
+import sys
+from cas import LocalCatalog, ProjectStore
+store = ProjectStore(sys.argv[1], "trial-analysis")
+for _ in range(int(sys.argv[3])):
+    catalog = LocalCatalog.open(store, sys.argv[2])
+    for hit in catalog.search("cohort", 20):
+        assert hit.card.experiment_id.startswith("exp_")
+"""
+
+
+def test_processes_that_read_and_write_one_catalog_together_leave_it_whole(ws, tmp_path):
+    store = ws.store()
+    state = str(tmp_path / "state")
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(ws.artifact_root), state, "15"],
+            cwd=Path(__file__).parents[2],
+        )
+        for _ in range(3)
+    ]
+    cards = [_record(ws, store, n) for n in range(12)]  # while they search and save
+    assert [worker.wait(timeout=120) for worker in workers] == [0, 0, 0]
+    saved = LocalCatalog(store, state)
+    raw = Path(saved.path or "").read_bytes()  # one whole catalog, as some process wrote it
+    header = len(_MAGIC) + 4
+    assert (
+        raw.startswith(_MAGIC)
+        and zlib.crc32(raw[header:]).to_bytes(4, "little") == raw[len(_MAGIC) : header]
+    )
+    catalog = LocalCatalog.open(store, state)
+    assert sorted(_ids(catalog.search("cohort", 20))) == sorted(c.experiment_id for c in cards)
+    assert os.listdir(Path(state) / CATALOG_DIR) == [os.path.basename(saved.path or "")]

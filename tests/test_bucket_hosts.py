@@ -1,0 +1,120 @@
+"""Many hosts, one bucket: real processes with separate state roots recording concurrently.
+
+A "host" is a process running `bucket_helpers.py` with its own state root (its own cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bucket_helpers import Host, bucket, keys_below, open_uploads, raw_client, s3_endpoint
+from conftest import PROJECT, SESSION, Workspace, make_metadata
+
+from cards import artifact_id_for_digest
+from cas import fsck
+
+__all__ = ["bucket", "s3_endpoint"]  # fixtures, imported for pytest
+
+WORKER = Path(__file__).with_name("bucket_helpers.py")
+
+
+def _job(ws: Workspace, host: Host, name: str, *, ticks: bool = False) -> Path:
+    settings = host.settings()
+    job = {
+        "settings": {
+            "bucket": settings.bucket,
+            "cache_root": settings.cache_root,
+            "prefix": settings.prefix,
+            "endpoint_url": settings.endpoint_url,
+            "region": settings.region,
+        },
+        "project": PROJECT,
+        "rlm_root": str(ws.rlm_root),
+        "session": SESSION,
+        "name": name,
+        "metadata": make_metadata().model_dump(mode="json", exclude_unset=True),
+        "ticks": ticks,
+    }
+    path = host.state_root.parent / f"job-{host.state_root.name}.json"
+    path.write_text(json.dumps(job))
+    return path
+
+
+def _spawn(job: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), str(job)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=WORKER.parent.parent,
+    )
+
+
+def _objects(endpoint: str, bucket_name: str, root: str) -> dict[str, int]:
+    return {
+        key: size
+        for key, size in keys_below(endpoint, bucket_name, root + "objects/").items()
+        if not key.endswith(".chunks")
+    }
+
+
+@pytest.mark.slow
+def test_eight_hosts_recording_the_same_file_converge(ws: Workspace, s3_endpoint: str, bucket: str):
+    data = os.urandom(10 * 1024 * 1024 + 7)  # multipart: the copy-and-complete path
+    ws.export("same.bin", data)
+    hosts = [Host(s3_endpoint, bucket, ws.root / f"host{i}") for i in range(8)]
+    procs = [_spawn(_job(ws, host, "same.bin")) for host in hosts]
+    outcomes = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    artifact_id = artifact_id_for_digest(hashlib.sha256(data).digest())
+    assert {o["artifact_id"] for o in outcomes} == {artifact_id}
+    store = hosts[0].store(PROJECT)
+    root = store.keys.root
+    assert list(_objects(s3_endpoint, bucket, root)) == [store.keys.object(artifact_id)]
+    assert len(store.scan_cards().cards) == 1
+    assert keys_below(s3_endpoint, bucket, root + "tmp/") == {}
+    assert open_uploads(s3_endpoint, bucket) == []
+    assert fsck(store).ok
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_kill_during_upload_leaves_no_visible_invalid_object(
+    ws: Workspace, s3_endpoint: str, bucket: str, seed: int
+):
+    data = os.urandom(40 * 1024 * 1024)  # ten 4 MiB chunks, five parts
+    ws.export("big.bin", data)
+    host = Host(s3_endpoint, bucket, ws.root / "victim")
+    proc = _spawn(_job(ws, host, "big.bin", ticks=True))
+    assert proc.stdout is not None
+    kill_after = random.Random(seed).randrange(1, 11)  # after 1..10 chunks were read
+    seen = 0
+    for line in proc.stdout:
+        seen += line.startswith("part")
+        if seen >= kill_after:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    store = Host(s3_endpoint, bucket, ws.root / "inspector").store(
+        PROJECT, settings={"stale_after_s": 0}
+    )
+    s3 = raw_client(s3_endpoint)
+    for key in _objects(s3_endpoint, bucket, store.keys.root):
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert key.endswith(artifact_id_for_digest(hashlib.sha256(body).digest()))
+    report = fsck(store, repair=True)
+    assert report.invalid_objects == [] and report.quarantined == []
+    assert fsck(store).ok
+    assert keys_below(s3_endpoint, bucket, store.keys.root + "tmp/") == {}
+    assert open_uploads(s3_endpoint, bucket) == []

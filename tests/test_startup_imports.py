@@ -1,0 +1,84 @@
+"""Start-up: `artmem --help`, `status` and `search` load only what they use (DESIGN.md §8).
+
+Each command runs in a fresh interpreter with `-X importtime` against a real small store, and
+the set of modules it loaded is checked: a module-set assertion, never a timing one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_metadata
+from host_helpers import write_config
+
+from cas import Provenance
+from harness_plugin.config import load_config
+
+ROOT = Path(__file__).parent.parent
+# `-X importtime` misses modules loaded through `importlib.import_module` (the lazy exports
+# of `cards` and `cas`), so the probe also reports `sys.modules` as the process exits.
+_RUN = (
+    "import atexit, json, sys; "
+    "atexit.register(lambda: sys.stderr.write('MODULES ' + json.dumps(sorted(sys.modules)))); "
+    "from harness_plugin.cli import main; "
+    "sys.argv = ['artmem', *sys.argv[1:]]; sys.exit(main())"
+)
+# Never for these commands (Honcho is disabled in the store below).
+HEAVY = {"pyarrow", "honcho", "httpx", "anyio", "duckdb", "indexer.honcho_adapter", "sqlite3"}
+FORBIDDEN = {
+    "--help": HEAVY | {"pydantic", "cards.model", "cards.wire", "cas._store", "indexer"},
+    "status": HEAVY | {"cards.wire", "cas.slicing._formats", "harness_plugin._table_commands"},
+    "search": HEAVY | {"cas.slicing._formats", "harness_plugin._table_commands"},
+}
+
+
+def _loaded(argv: list[str], cwd: Path, config: Path) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", _RUN, *argv, "--config", str(config)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = set()
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip())
+        elif line.startswith("MODULES "):
+            names.update(json.loads(line.removeprefix("MODULES ")))
+    names.discard("package")  # the header line
+    return names
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("startup")
+    config, project_root = write_config(tmp)
+    exports = tmp / "rlm" / "sessions" / "s1" / "exports"
+    exports.mkdir(parents=True)
+    (exports / "r.csv").write_text("cohort,response\na,1\n")
+    store = load_config(str(config)).store("trial-analysis")
+    store.record(str(tmp / "rlm"), Provenance(session_id="s1"), make_metadata(), "r.csv")
+    return config, project_root
+
+
+@pytest.mark.parametrize("command", sorted(FORBIDDEN))
+def test_a_command_loads_no_heavy_module_it_does_not_use(command, small_store):
+    config, project_root = small_store
+    argv = ["search", "cohort"] if command == "search" else [command]
+    loaded = _loaded(argv, project_root, config)
+    assert "harness_plugin.cli" in loaded  # the probe did run the CLI
+    heavy = {name for name in loaded if name in FORBIDDEN[command]}
+    assert heavy == set(), f"`artmem {' '.join(argv)}` loaded {sorted(heavy)}"
+
+
+def test_search_and_status_read_the_saved_catalog(small_store):
+    config, project_root = small_store
+    for argv in (["status"], ["search", "cohort"]):
+        assert "cas._catalog_persist" in _loaded(argv, project_root, config)
