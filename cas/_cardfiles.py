@@ -153,6 +153,14 @@ class CardFiles:
             os.close(cards_fd)
 
     def _read_entry(self, cards_fd: int, name: str, known: CardStamp | None) -> CardRead:
+        if known is not None:  # one fstatat, not an open, for a card seen before
+            try:
+                st = os.stat(name, dir_fd=cards_fd, follow_symlinks=False)
+            except OSError:
+                pass  # opening it says what is wrong
+            else:
+                if (st.st_ino, st.st_size, st.st_mtime_ns) == known:
+                    return CardRead(name, known, None)
         try:
             exp_id = parse_experiment_id(name.removesuffix(CARD_SUFFIX))
             fd = os.open(name, _OPEN_FLAGS, dir_fd=cards_fd)

@@ -43,6 +43,16 @@ _Packed = dict[str, tuple[bytes, bytes]]
 
 
 @dataclass(frozen=True, slots=True)
+class _Descending:
+    """A string that sorts in reverse (ties among equally old cards: the larger id is older)."""
+
+    value: str
+
+    def __lt__(self, other: _Descending) -> bool:
+        return self.value > other.value
+
+
+@dataclass(frozen=True, slots=True)
 class Entry:
     """What the index keeps of one card.
 
@@ -77,6 +87,7 @@ class TermIndex:
         self._doc_terms: list[str] = []  # slot -> its terms, space-separated (for removal)
         self._doc_exact: list[tuple[tuple[str, str], ...]] = []
         self._free: list[int] = []
+        self._ages: list[tuple[float, _Descending]] | None = None  # built by `oldest`
         self._exact: _ExactIndex = {kind: {} for kind in EXACT_KINDS[1:]}
         self._postings: dict[str, dict[int, int]] = {}
         self._packed: _Packed = {}
@@ -100,8 +111,25 @@ class TermIndex:
         return (-self._updated[self._slot_of[key]], key)
 
     def oldest(self) -> str:
-        """The least recent held card (the index must not be empty)."""
-        return max(self._slot_of, key=self.order)
+        """The least recent held card (the index must not be empty).
+
+        A heap of (updated, key descending) finds it in logarithmic time: a full catalog
+        evicts once per new card, and a scan over every card each time made filling a
+        100,000-card catalog quadratic. Entries of removed or re-added cards are dropped
+        lazily; the heap is rebuilt when they outnumber the live ones.
+        """
+        ages = self._ages
+        if ages is None or len(ages) > 2 * len(self._slot_of) + 64:
+            ages = self._ages = [
+                (self._updated[s], _Descending(k)) for k, s in self._slot_of.items()
+            ]
+            heapq.heapify(ages)
+        while True:
+            updated, key = ages[0]
+            slot = self._slot_of.get(key.value)
+            if slot is not None and self._updated[slot] == updated:
+                return key.value
+            heapq.heappop(ages)
 
     # -- changes ---------------------------------------------------------------------------
 
@@ -117,6 +145,8 @@ class TermIndex:
         self._slot_of[entry.key] = slot
         self._keys[slot] = entry.key
         self._updated[slot] = entry.updated
+        if self._ages is not None:
+            heapq.heappush(self._ages, (entry.updated, _Descending(entry.key)))
         self._doc_exact[slot] = entry.exact
         for kind, value in entry.exact:
             self._exact[kind].setdefault(value, []).append(slot)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cards import ExperimentCardV1, InvalidInput, ProjectId, parse_metadata
@@ -370,3 +370,25 @@ def test_a_large_catalog_with_a_small_impact_cache_ranks_like_plain_bm25() -> No
         assert [hit.score for hit in hits] == pytest.approx([s / top for s in expected]), query
         for hit in hits:
             assert hit.score == pytest.approx(reference[hit.card.experiment_id] / top)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.sampled_from("abcdefgh"), st.integers(0, 4)),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_the_oldest_card_is_always_the_one_a_full_scan_finds(operations):
+    """`TermIndex.oldest` (a lazy heap) against the definition: the largest recency key."""
+    from cas._catalog_index import Entry, TermIndex
+
+    index = TermIndex()
+    for add, key, updated in operations:
+        if key in index:
+            index.remove(key)
+        if add:
+            index.add(Entry(key, float(updated), (), {"word": 1}))
+        if len(index):
+            assert index.oldest() == max(index.keys(), key=index.order)
