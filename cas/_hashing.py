@@ -58,21 +58,27 @@ def _pread_chunk(fd: int, buffer: bytearray, offset: int) -> int:
 
 
 def copy_and_hash(
-    src_fd: int, dst_fd: int, *, limit: int, progress: Progress | None = None
+    src_fd: int,
+    dst_fd: int,
+    *,
+    limit: int,
+    progress: Progress | None = None,
+    writeback: bool = True,
 ) -> Digests:
     """Copy `src_fd` to `dst_fd` in 4 MiB chunks, hashing each chunk while the next is copied.
 
     A worker thread runs SHA-256 (hashlib releases the GIL on large buffers) while this thread
-    reads, writes, starts the chunk's writeback and takes its xxh3-128 (xxhash holds the GIL, so
-    it runs here rather than slow this thread down from the worker). At most three chunks are
-    alive at once.
+    reads, writes, starts the chunk's writeback (unless `writeback` is off: a copy that is only
+    a cache, as a bucket record's) and takes its xxh3-128 (xxhash holds the GIL, so it runs here
+    rather than slow this thread down from the worker). At most three chunks are alive at once.
 
     Raises:
         ArtifactTooLarge: more than `limit` bytes were read (stops at once).
+        OSError: the copy could not be written.
     """
     sha256 = hashlib.sha256()
     chunks: list[bytes] = []
-    writeback = _fs.WriteBehind(dst_fd)
+    behind = _fs.WriteBehind(dst_fd) if writeback else None
     total = 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="artmem-hash") as pool:
         pending: Future[None] | None = None
@@ -86,7 +92,8 @@ def copy_and_hash(
                 pending.result()
             pending = pool.submit(sha256.update, chunk)
             _fs.write_all(dst_fd, chunk)
-            writeback.written(len(chunk))
+            if behind is not None:
+                behind.written(len(chunk))
             chunks.append(xxhash.xxh3_128_digest(chunk))
             if progress is not None:
                 progress.advance(len(chunk))

@@ -33,7 +33,7 @@ RLM_CLIENT_CAS_MODULES = {"cas.slicing"}
 # Modules that must never load in a kernel (checked through sys.modules, not only imports).
 KERNEL_FORBIDDEN = re.compile(
     r"(cas\._(store|objects|cardfiles|ingest|project|hashing|verify|fsck|catalog)"
-    r"|indexer|harness_plugin|honcho|httpx|portalocker)(\..*)?"
+    r"|indexer|harness_plugin|honcho|httpx|portalocker|boto3|botocore|s3transfer)(\..*)?"
 )
 API_PACKAGES = (*PACKAGES, "cas.slicing")
 # APIs whose users are other packages (harness_plugin's and rlm_client's are people and kernels).

@@ -1,23 +1,18 @@
 """Hashing fed chunk by chunk: SHA-256 of the whole and xxh3-128 of each 4 MiB chunk.
 
-A download (`_cache`) and fsck hash what arrives, in order, without a second pass; a record
-copies its source into the page cache while hashing it (`copy_and_hash`), leaving durability to
-the bucket: the local copy is only a cache (see `LocalCopies.adopt`).
+A download (`_cache`) and fsck hash what arrives, in order, without a second pass. (A record
+copies its source with `cas._hashing.copy_and_hash`, without forced writeback: the local copy
+is only a cache, see `LocalCopies.adopt`.)
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 
 import xxhash
 
-from cards.errors import ArtifactTooLarge, StoreIOError
-from cas import _fs
-from cas._chunks import CHUNK_BYTES
 from cas._hashing import Digests
-from cas._progress import Progress
 
 
 @dataclass(slots=True)
@@ -37,39 +32,3 @@ class ChunkHasher:
     def digests(self) -> Digests:
         """What was hashed."""
         return Digests(self.size, self._sha256.digest(), tuple(self._chunks))
-
-
-def copy_and_hash(src_fd: int, dst_fd: int, *, limit: int, progress: Progress | None) -> Digests:
-    """Copy `src_fd` to `dst_fd` chunk by chunk, hashing each; no forced writeback.
-
-    Raises:
-        ArtifactTooLarge: more than `limit` bytes were read (stops at once).
-        StoreIOError: the copy could not be written.
-    """
-    hasher = ChunkHasher()
-    while chunk := _read_chunk(src_fd):
-        if hasher.size + len(chunk) > limit:
-            raise ArtifactTooLarge(
-                f"the artifact is larger than the {limit}-byte limit", limit=limit
-            )
-        try:
-            _fs.write_all(dst_fd, chunk)
-        except OSError as exc:
-            raise StoreIOError(f"cannot write the local copy: {exc.strerror}") from exc
-        hasher.update(chunk)
-        if progress is not None:
-            progress.advance(len(chunk))
-    return hasher.digests()
-
-
-def _read_chunk(fd: int) -> bytes:
-    """Exactly one chunk, or less only at end of file (chunk digests need alignment)."""
-    chunk = os.read(fd, CHUNK_BYTES)
-    if len(chunk) in (0, CHUNK_BYTES):
-        return chunk
-    parts = [chunk]
-    missing = CHUNK_BYTES - len(chunk)
-    while missing and (more := os.read(fd, missing)):
-        parts.append(more)
-        missing -= len(more)
-    return b"".join(parts)

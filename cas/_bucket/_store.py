@@ -136,7 +136,7 @@ class BucketStore:
             StoreIOError: the bucket or the local cache failed, or the card kept changing
                 under other writers (retryable).
         """
-        from cas._bucket._hasher import copy_and_hash
+        from cas._hashing import copy_and_hash
         from cas._ingest import open_export
 
         metadata.check(self.limits)
@@ -151,7 +151,12 @@ class BucketStore:
             if progress is not None:
                 progress.start(src.size)
             with self.copies.staging() as (project, tmp_fd, stage):
-                digests = copy_and_hash(src.fd, stage.fd, limit=limit, progress=progress)
+                try:  # into the page cache: the bucket, not this copy, is what lasts
+                    digests = copy_and_hash(
+                        src.fd, stage.fd, limit=limit, progress=progress, writeback=False
+                    )
+                except OSError as exc:
+                    raise StoreIOError(f"cannot write the local copy: {exc.strerror}") from exc
                 src.check_unchanged(digests.size)
                 recorded = self._commit(stage.fd, digests, metadata, src.name, provenance)
                 artifact_id = recorded.card.typed_artifact_id
