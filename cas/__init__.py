@@ -26,7 +26,7 @@ from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from cas._bucket import BucketSettings, BucketStore
-    from cas._bucket._migrate import MigrateReport, migrate
+    from cas._bucket._migrate import migrate
     from cas._catalog import Catalog, SearchHit
     from cas._catalog_persist import LocalCatalog
     from cas._fs import atomic_write, make_dirs, open_dir, read_small, write_new
@@ -47,7 +47,6 @@ _EXPORTS = {
     "write_new": "cas._fs",
     "BucketSettings": "cas._bucket",
     "BucketStore": "cas._bucket",
-    "MigrateReport": "cas._bucket._migrate",
     "migrate": "cas._bucket._migrate",
     "FsckReport": "cas._fsck",
     "Store": "cas._interface",
@@ -70,7 +69,6 @@ __all__ = [
     "IntegrityMode",
     "LocalCatalog",
     "Located",
-    "MigrateReport",
     "ProjectStore",
     "Provenance",
     "Recorded",
