@@ -1,12 +1,12 @@
-"""What the store's operations return: plain values, no behaviour."""
+"""What the store's operations return (plain values), and how both backends make them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from cards import ExperimentCardV1, Freshness, SessionId
-from cas.slicing._reader import SliceSource
+from cards import ExperimentCardV1, Freshness, SessionId, freshness_verdict
+from cas.slicing._reader import SliceSource, load_manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +68,44 @@ class Usage:
     objects: int
     bytes: int
     cards: int
+
+
+def resolved(
+    card: ExperimentCardV1,
+    paths: tuple[str, str],
+    current_source_version: str | None,
+    verified_at: datetime,
+    hashed: bool,
+) -> Resolved:
+    """The resolve of `card`, whose bytes at `paths` (object, manifest) were just proven."""
+    state, warnings = freshness_verdict(card.source_version, current_source_version)
+    return Resolved(
+        path=paths[0],
+        manifest_path=paths[1],
+        card=card,
+        freshness=state,
+        verified_at=verified_at,
+        hashed=hashed,
+        warnings=warnings,
+    )
+
+
+def located(
+    card: ExperimentCardV1, paths: tuple[str, str], current_source_version: str | None
+) -> Located:
+    """Where a slice reads `card`'s bytes (object, manifest at `paths`), its manifest proven.
+
+    Raises:
+        IntegrityError: the chunk manifest is missing or not the card's.
+        StoreIOError: the manifest could not be read.
+    """
+    source = SliceSource(
+        path=paths[0],
+        manifest_path=paths[1],
+        size=card.artifact.bytes,
+        media_type=card.artifact.media_type,
+        chunk_manifest_sha256=card.chunk_manifest_sha256,
+    )
+    load_manifest(source)
+    state, warnings = freshness_verdict(card.source_version, current_source_version)
+    return Located(card=card, source=source, freshness=state, warnings=warnings)

@@ -26,7 +26,6 @@ from cards import (
     IndexStatus,
     Limits,
     ProjectId,
-    freshness_verdict,
     parse_artifact_id,
     parse_experiment_id,
     parse_project_id,
@@ -44,9 +43,8 @@ from cas._layout import ProjectLayout
 from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project, open_project, recorded
-from cas._results import Located, Provenance, Recorded, Resolved, Usage
+from cas._results import Located, Provenance, Recorded, Resolved, Usage, located, resolved
 from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, Verifier
-from cas.slicing._reader import SliceSource, load_manifest
 
 if TYPE_CHECKING:
     pass
@@ -165,16 +163,7 @@ class ProjectStore:
             card = project.cards.read(exp_id)
             objects = _UnrecordedProofs(project.fd, self.layout) if self.read_only else None
             verified_at, hashed = self._verifier.verify(objects or project.objects, card, progress)
-        state, warnings = freshness_verdict(card.source_version, current_source_version)
-        return Resolved(
-            path=self.local_path(self.layout.object_path(card.typed_artifact_id)),
-            manifest_path=self.local_path(self.layout.chunks_path(card.typed_artifact_id)),
-            card=card,
-            freshness=state,
-            verified_at=verified_at,
-            hashed=hashed,
-            warnings=warnings,
-        )
+        return resolved(card, self._paths(card), current_source_version, verified_at, hashed)
 
     def locate(self, experiment_id: str, current_source_version: str | None = None) -> Located:
         """A card, its freshness, and its bytes as a slice reads them (chunk by chunk, verified).
@@ -198,16 +187,13 @@ class ProjectStore:
             card = project.cards.read(exp_id)
             if project.objects.lstat(card.typed_artifact_id) is None:
                 raise ObjectMissing("the experiment's artifact is missing from the store")
-        source = SliceSource(
-            path=self.local_path(self.layout.object_path(card.typed_artifact_id)),
-            manifest_path=self.local_path(self.layout.chunks_path(card.typed_artifact_id)),
-            size=card.artifact.bytes,
-            media_type=card.artifact.media_type,
-            chunk_manifest_sha256=card.chunk_manifest_sha256,
-        )
-        load_manifest(source)
-        state, warnings = freshness_verdict(card.source_version, current_source_version)
-        return Located(card=card, source=source, freshness=state, warnings=warnings)
+        return located(card, self._paths(card), current_source_version)
+
+    def _paths(self, card: ExperimentCardV1) -> tuple[str, str]:
+        """The local paths of the card's object and chunk manifest."""
+        artifact_id = card.typed_artifact_id
+        object_path = self.layout.object_path(artifact_id)
+        return self.local_path(object_path), self.local_path(self.layout.chunks_path(artifact_id))
 
     # -- cards ------------------------------------------------------------------------------
 

@@ -44,7 +44,6 @@ from cards import (
     QueryFingerprint,
     artifact_id_for_digest,
     experiment_id,
-    freshness_verdict,
     parse_artifact_id,
     parse_experiment_id,
     parse_project_id,
@@ -61,9 +60,8 @@ from cas._cardfiles import CardRead, CardScan, CardStamp
 from cas._hashing import Digests
 from cas._layout import ProjectLayout
 from cas._progress import Progress
-from cas._results import Located, Provenance, Recorded, Resolved, Usage
+from cas._results import Located, Provenance, Recorded, Resolved, Usage, located, resolved
 from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, Verifier
-from cas.slicing._reader import SliceSource, load_manifest
 
 
 class BucketStore:
@@ -274,16 +272,7 @@ class BucketStore:
         _check_version(current_source_version)
         card, _ = self._cards.read(exp_id)
         verified_at, hashed = self._verified(card, progress)
-        state, warnings = freshness_verdict(card.source_version, current_source_version)
-        return Resolved(
-            path=self.local_path(self.layout.object_path(card.typed_artifact_id)),
-            manifest_path=self.local_path(self.layout.chunks_path(card.typed_artifact_id)),
-            card=card,
-            freshness=state,
-            verified_at=verified_at,
-            hashed=hashed,
-            warnings=warnings,
-        )
+        return resolved(card, self._paths(card), current_source_version, verified_at, hashed)
 
     def locate(self, experiment_id: str, current_source_version: str | None = None) -> Located:
         """A card, its freshness, and its verified local copy as a slice reads it.
@@ -299,22 +288,19 @@ class BucketStore:
         _check_version(current_source_version)
         card, _ = self._cards.read(exp_id)
         self._verified(card, None)
-        source = SliceSource(
-            path=self.local_path(self.layout.object_path(card.typed_artifact_id)),
-            manifest_path=self.local_path(self.layout.chunks_path(card.typed_artifact_id)),
-            size=card.artifact.bytes,
-            media_type=card.artifact.media_type,
-            chunk_manifest_sha256=card.chunk_manifest_sha256,
-        )
-        load_manifest(source)
-        state, warnings = freshness_verdict(card.source_version, current_source_version)
-        return Located(card=card, source=source, freshness=state, warnings=warnings)
+        return located(card, self._paths(card), current_source_version)
 
     def _verified(self, card: ExperimentCardV1, progress: Progress | None) -> tuple[datetime, bool]:
         key = self.keys.object(card.typed_artifact_id)
         return self.copies.verified(
             card, self.client, key, max(2, self.settings.max_in_flight), progress
         )
+
+    def _paths(self, card: ExperimentCardV1) -> tuple[str, str]:
+        """The local paths of the card's object and chunk manifest."""
+        artifact_id = card.typed_artifact_id
+        object_path = self.layout.object_path(artifact_id)
+        return self.local_path(object_path), self.local_path(self.layout.chunks_path(artifact_id))
 
     # -- cards ------------------------------------------------------------------------------
 
