@@ -199,6 +199,15 @@ def cp_sync(source: str, target: str) -> float:
     return seconds
 
 
+def record_fresh(bench: Bench, number: int) -> float:
+    """`artmem record` of the big file into a fresh store (run `number`), removed after."""
+    config = bench.write_config(f"fresh{number}")
+    try:
+        return timed_command(bench.argv(*bench.record_args(BIG, 0), "--json", config=config))
+    finally:
+        remove_tree(bench.path(f"fresh{number}"))
+
+
 # -- the rows ---------------------------------------------------------------------------------
 
 
@@ -208,11 +217,7 @@ def record_rows(bench: Bench, plan: Plan) -> list[Row]:
     mib = bench.size // MIB
 
     def fresh(number: int) -> float:
-        config = bench.write_config(f"fresh{number}")
-        try:
-            return timed_command(bench.argv(*bench.record_args(BIG, 0), "--json", config=config))
-        finally:
-            remove_tree(bench.path(f"fresh{number}"))
+        return record_fresh(bench, number)
 
     def copy(number: int) -> float:
         return cp_sync(big, bench.path(f"copy{number}.bin"))
@@ -367,11 +372,7 @@ def dvc_row(bench: Bench, plan: Plan) -> Row | str:
     big = os.path.join(bench.exports, BIG)
 
     def ours(number: int) -> float:
-        config = bench.write_config(f"fresh{number}")
-        try:
-            return timed_command(bench.argv(*bench.record_args(BIG, 0), "--json", config=config))
-        finally:
-            remove_tree(bench.path(f"fresh{number}"))
+        return record_fresh(bench, number)
 
     def theirs(number: int) -> float:
         repo = make_dirs(bench.path(f"dvc{number}"))

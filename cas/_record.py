@@ -24,7 +24,6 @@ occupy disk before that check: at most the sum of the in-flight permitted writes
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -40,7 +39,7 @@ from cards import (
     artifact_id_for_digest,
     experiment_id,
 )
-from cards.build import card_changes, new_card, record_warnings, revised_card
+from cards.build import card_changes, record_warnings, revised_card
 from cards.errors import QuotaExceeded, StoreIOError
 from cas import _fs
 from cas._cardfiles import CardFiles
@@ -48,7 +47,7 @@ from cas._hashing import Digests, copy_and_hash, hash_fd
 from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project
-from cas._results import Provenance, Recorded
+from cas._results import Provenance, Recorded, first_card
 from cas._verify import Clock, Verifier
 
 if TYPE_CHECKING:
@@ -181,20 +180,10 @@ class Recorder:
             self.verifier.remember(project.objects, artifact_id, os.fstat(stage.fd), sha256)
         now = self.clock()
         if existing is None:
-            card = new_card(
-                experiment_id=exp_id,
-                project_id=self.project_id,
-                artifact_id=artifact_id,
-                sha256=digests.sha256.hex(),
-                size=digests.size,
-                chunk_manifest_sha256=hashlib.sha256(manifest).hexdigest(),
-                metadata=metadata,
-                session_id=provenance.session_id,
-                root_agent_id=provenance.root_agent_id,
-                tool_call_id=provenance.tool_call_id,
-                index_state=self.initial_index_state,
-                now=now,
-            )
+            card = first_card(
+                exp_id, self.project_id, artifact_id, digests, metadata, provenance,
+                self.initial_index_state, now,
+            )  # fmt: skip
         else:
             card = revised_card(existing, metadata, now)
         if card is not existing:

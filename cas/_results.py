@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from cards import ExperimentCardV1, Freshness, SessionId, freshness_verdict
+from cards import (
+    ArtifactId,
+    CardMetadata,
+    ExperimentCardV1,
+    ExperimentId,
+    Freshness,
+    IndexState,
+    ProjectId,
+    SessionId,
+    freshness_verdict,
+)
+from cards.build import new_card
+from cas._hashing import Digests
 from cas.slicing._reader import SliceSource, load_manifest
 
 
@@ -109,3 +122,30 @@ def located(
     load_manifest(source)
     state, warnings = freshness_verdict(card.source_version, current_source_version)
     return Located(card=card, source=source, freshness=state, warnings=warnings)
+
+
+def first_card(
+    experiment_id: ExperimentId,
+    project_id: ProjectId,
+    artifact_id: ArtifactId,
+    digests: Digests,
+    metadata: CardMetadata,
+    provenance: Provenance,
+    index_state: IndexState,
+    now: datetime,
+) -> ExperimentCardV1:
+    """The card a first record of these bytes (`digests`) and `metadata` commits."""
+    return new_card(
+        experiment_id=experiment_id,
+        project_id=project_id,
+        artifact_id=artifact_id,
+        sha256=digests.sha256.hex(),
+        size=digests.size,
+        chunk_manifest_sha256=hashlib.sha256(digests.manifest()).hexdigest(),
+        metadata=metadata,
+        session_id=provenance.session_id,
+        root_agent_id=provenance.root_agent_id,
+        tool_call_id=provenance.tool_call_id,
+        index_state=index_state,
+        now=now,
+    )

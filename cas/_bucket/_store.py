@@ -27,7 +27,6 @@ the same bytes converge on one object and one card, and nothing is ever overwrit
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -48,7 +47,7 @@ from cards import (
     parse_experiment_id,
     parse_project_id,
 )
-from cards.build import card_changes, new_card, record_warnings, revised_card, with_index
+from cards.build import card_changes, record_warnings, revised_card, with_index
 from cards.errors import ArtifactTooLarge, InvalidInput, QuotaExceeded, StoreIOError
 from cards.policy import DEFAULT_LIMITS
 from cas._bucket._cache import LocalCopies
@@ -60,7 +59,16 @@ from cas._cardfiles import CardRead, CardScan, CardStamp
 from cas._hashing import Digests
 from cas._layout import ProjectLayout
 from cas._progress import Progress
-from cas._results import Located, Provenance, Recorded, Resolved, Usage, located, resolved
+from cas._results import (
+    Located,
+    Provenance,
+    Recorded,
+    Resolved,
+    Usage,
+    first_card,
+    located,
+    resolved,
+)
 from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, Verifier
 
 
@@ -200,20 +208,10 @@ class BucketStore:
             completed, table_warnings = measured.complete(metadata, existing, self.limits)
             now = self._clock()
             if existing is None:
-                card = new_card(
-                    experiment_id=exp_id,
-                    project_id=self.project_id,
-                    artifact_id=artifact_id,
-                    sha256=digests.sha256.hex(),
-                    size=digests.size,
-                    chunk_manifest_sha256=_sha256_hex(digests.manifest()),
-                    metadata=completed,
-                    session_id=provenance.session_id,
-                    root_agent_id=provenance.root_agent_id,
-                    tool_call_id=provenance.tool_call_id,
-                    index_state=self._initial_index_state,
-                    now=now,
-                )
+                card = first_card(
+                    exp_id, self.project_id, artifact_id, digests, completed, provenance,
+                    self._initial_index_state, now,
+                )  # fmt: skip
             else:
                 card = revised_card(existing, completed, now)
             if card is not existing and not self._cards.write(card, etag):
@@ -367,10 +365,6 @@ class BucketStore:
                 objects += 1
                 total += head.size
         return Usage(objects=objects, bytes=total, cards=self._cards.count())
-
-
-def _sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _check_version(value: str | None) -> None:
