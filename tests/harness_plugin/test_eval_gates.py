@@ -101,10 +101,10 @@ def test_a_block_that_does_not_mark_corrections_fails_the_correction_gate(monkey
 
 def test_a_store_that_calls_everything_fresh_fails_the_freshness_gate(monkeypatch, capsys):
     from cards import Freshness
-    from cas import _store
+    from cas import _results  # where both backends take their freshness verdict
 
     monkeypatch.setattr(
-        _store, "freshness_verdict", lambda recorded, current: (Freshness.FRESH, ())
+        _results, "freshness_verdict", lambda recorded, current: (Freshness.FRESH, ())
     )
     assert cli.main(["eval", "--case", "15"]) == 1  # a failed gate fails the command
     out = capsys.readouterr().out
