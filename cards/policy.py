@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, fields
 
-from cards.errors import ConfigError
+from cards.errors import ConfigError, QuotaExceeded
 
 UNKNOWN_SOURCE_VERSION = "unknown"
 
@@ -84,6 +84,32 @@ def freshness_verdict(recorded: str, current: str | None) -> tuple[Freshness, tu
     state = freshness(recorded, current)
     warning = freshness_warning(state)
     return state, (warning,) if warning else ()
+
+
+def check_card_quota(cards: int, limits: Limits) -> None:
+    """Refuse a new card when the project holds `cards` already (every backend's rule).
+
+    Raises:
+        QuotaExceeded: the project is at its card quota.
+    """
+    limit = limits.cards_per_project
+    if cards >= limit:
+        raise QuotaExceeded(f"the project already holds {limit} cards", limit=limit)
+
+
+def check_byte_quota(used: int, size: int, limits: Limits) -> None:
+    """Refuse `size` new bytes in a project already holding `used` (every backend's rule).
+
+    Raises:
+        QuotaExceeded: the bytes would exceed the project's quota.
+    """
+    limit = limits.project_bytes
+    if used + size > limit:
+        raise QuotaExceeded(
+            f"recording {size} bytes would exceed the project's {limit}-byte quota "
+            f"({used} bytes used)",
+            limit=limit,
+        )
 
 
 class IndexState(enum.StrEnum):

@@ -40,11 +40,10 @@ from cards import (
     experiment_id,
 )
 from cards.build import card_changes, record_warnings, revised_card
-from cards.errors import QuotaExceeded, StoreIOError
+from cards.errors import StoreIOError
+from cards.policy import check_byte_quota, check_card_quota
 from cas import _fs
-from cas._cardfiles import CardFiles
 from cas._hashing import Digests, copy_and_hash, hash_fd
-from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project
 from cas._results import Provenance, Recorded, first_card
@@ -163,12 +162,12 @@ class Recorder:
         existing = project.cards.find(exp_id)
         metadata, table_warnings = table.complete(metadata, existing, self.limits)
         if existing is None:
-            _check_card_quota(project.cards, self.limits)
+            check_card_quota(project.cards.count(), self.limits)
         present, healed = self.verifier.stored_copy(project.objects, artifact_id, digests)
         if stage is None and (healed or not present):
             raise _Vanished
         if not present:
-            _check_byte_quota(project.objects, tmp_fd, digests.size, self.limits)
+            check_byte_quota(project.objects.summary(tmp_fd).bytes, digests.size, self.limits)
         manifest = digests.manifest()
         project.objects.publish(None if present else stage, artifact_id, manifest, tmp_fd)
         if stage is not None and not present:
@@ -210,20 +209,3 @@ def _stream(src_fd: int, dst_fd: int, limit: int, progress: Progress | None) -> 
         return copy_and_hash(src_fd, dst_fd, limit=limit, progress=progress)
     except OSError as exc:
         raise StoreIOError(f"cannot write the object: {exc.strerror}") from exc
-
-
-def _check_card_quota(cards: CardFiles, limits: Limits) -> None:
-    limit = limits.cards_per_project
-    if cards.count() >= limit:
-        raise QuotaExceeded(f"the project already holds {limit} cards", limit=limit)
-
-
-def _check_byte_quota(objects: ObjectStore, tmp_fd: int, size: int, limits: Limits) -> None:
-    used = objects.summary(tmp_fd).bytes
-    limit = limits.project_bytes
-    if used + size > limit:
-        raise QuotaExceeded(
-            f"recording {size} bytes would exceed the project's {limit}-byte quota "
-            f"({used} bytes used)",
-            limit=limit,
-        )

@@ -48,8 +48,8 @@ from cards import (
     parse_project_id,
 )
 from cards.build import card_changes, record_warnings, revised_card, with_index
-from cards.errors import ArtifactTooLarge, InvalidInput, QuotaExceeded, StoreIOError
-from cards.policy import DEFAULT_LIMITS
+from cards.errors import ArtifactTooLarge, InvalidInput, StoreIOError
+from cards.policy import DEFAULT_LIMITS, check_byte_quota, check_card_quota
 from cas._bucket._cache import LocalCopies
 from cas._bucket._cards import BucketCards, retried
 from cas._bucket._client import BucketClient
@@ -188,11 +188,11 @@ class BucketStore:
         seen, _ = self._cards.find(exp_id)
         measured = _footer.measure(stage_fd, digests.manifest(), metadata, seen)
         if seen is None:
-            self._check_card_quota()
+            check_card_quota(self._cards.count(), self.limits)
         head = self.client.head(self.keys.object(artifact_id))
         present = stored(head, digests.size, digests.sha256.hex())
         if not present:
-            self._check_byte_quota(digests.size)
+            check_byte_quota(self._stored()[1], digests.size, self.limits)
             present = publish(
                 self.client,
                 self.keys,
@@ -234,21 +234,6 @@ class BucketStore:
             QueryFingerprint(metadata.query_fingerprint),
             metadata.source_version,
         )
-
-    def _check_card_quota(self) -> None:
-        limit = self.limits.cards_per_project
-        if self._cards.count() >= limit:
-            raise QuotaExceeded(f"the project already holds {limit} cards", limit=limit)
-
-    def _check_byte_quota(self, size: int) -> None:
-        used = self.usage().bytes
-        limit = self.limits.project_bytes
-        if used + size > limit:
-            raise QuotaExceeded(
-                f"recording {size} bytes would exceed the project's {limit}-byte quota "
-                f"({used} bytes used)",
-                limit=limit,
-            )
 
     # -- resolve ----------------------------------------------------------------------------
 
@@ -359,12 +344,17 @@ class BucketStore:
 
     def usage(self) -> Usage:
         """Committed objects, their bytes, and cards of this project, from listings."""
+        objects, total = self._stored()
+        return Usage(objects=objects, bytes=total, cards=self._cards.count())
+
+    def _stored(self) -> tuple[int, int]:
+        """How many objects the bucket holds for this project, and their bytes (one listing)."""
         objects = total = 0
         for head in self.client.listing(self.keys.objects):
             if self.keys.object_of(head.key) is not None:
                 objects += 1
                 total += head.size
-        return Usage(objects=objects, bytes=total, cards=self._cards.count())
+        return objects, total
 
 
 def _check_version(value: str | None) -> None:
