@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cards import ArtifactId, ExperimentCardV1, artifact_id_for_digest
+from cards import ArtifactId, artifact_id_for_digest
 from cards.errors import ObjectMissing, PathEscape, SourceMissing
 from cas import _fs
 from cas._cardfiles import CardProblem, CardScan
@@ -86,7 +87,9 @@ def fsck(store: Store, *, repair: bool = False, progress: Progress | None = None
         if project is None:
             return report
         objects = _check_objects(project, report, progress)
-        _check_cards(project, objects, report)
+        check_cards(
+            CardScan.of(project.cards.scan()), objects, report, project.objects.read_manifest
+        )
         _check_stages(project, report)
         if repair:
             _repair(project, report)
@@ -124,8 +127,17 @@ def _check_object(
     return ObjectFinding(artifact_id, digests.size, valid, digests.manifest() if valid else None)
 
 
-def _check_cards(project: Project, objects: dict[str, ObjectFinding], report: FsckReport) -> None:
-    scan = CardScan.of(project.cards.scan())
+def check_cards(
+    scan: CardScan,
+    objects: dict[str, ObjectFinding],
+    report: FsckReport,
+    read_manifest: Callable[[ArtifactId], bytes | None],
+) -> None:
+    """Report the scanned cards against the object findings (either backend's).
+
+    A card is dangling unless its object is valid and of its size; its manifest must be the
+    one it binds and describe those exact bytes; a valid object no card names is an orphan.
+    """
     report.cards = len(scan.cards)
     report.invalid_cards.extend(scan.problems)
     referenced: set[str] = set()
@@ -135,20 +147,16 @@ def _check_cards(project: Project, objects: dict[str, ObjectFinding], report: Fs
         finding = objects.get(artifact_id)
         if finding is None or not finding.valid or finding.size != card.artifact.bytes:
             report.dangling_cards.append(card.experiment_id)
-        elif not _manifest_matches(project, card, finding):
+            continue
+        raw = read_manifest(card.typed_artifact_id)
+        if (
+            raw is None
+            or raw != finding.manifest
+            or hashlib.sha256(raw).hexdigest() != card.chunk_manifest_sha256
+        ):
             report.manifest_mismatches.append(card.experiment_id)
     report.orphans.extend(
         name for name, f in sorted(objects.items()) if f.valid and name not in referenced
-    )
-
-
-def _manifest_matches(project: Project, card: ExperimentCardV1, finding: ObjectFinding) -> bool:
-    """The stored manifest is the one the card binds, and it describes these exact bytes."""
-    raw = project.objects.read_manifest(card.typed_artifact_id)
-    return (
-        raw is not None
-        and raw == finding.manifest
-        and hashlib.sha256(raw).hexdigest() == card.chunk_manifest_sha256
     )
 
 

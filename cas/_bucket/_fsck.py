@@ -8,7 +8,6 @@ content address, so a later record can publish the right bytes. Cards are never 
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime, timedelta
 
 from cards import ArtifactId, artifact_id_for_digest
@@ -17,7 +16,7 @@ from cas._bucket._cache import download
 from cas._bucket._cards import BucketCards
 from cas._bucket._store import BucketStore
 from cas._cardfiles import CardScan
-from cas._fsck import FsckReport, ObjectFinding
+from cas._fsck import FsckReport, ObjectFinding, check_cards
 from cas._interface import Store
 from cas._layout import CHUNKS_SUFFIX
 from cas._objects import MAX_MANIFEST_BYTES
@@ -35,7 +34,8 @@ def fsck_bucket(
     assert isinstance(store, BucketStore)
     report = FsckReport()
     findings = _check_objects(store, report, progress)
-    _check_cards(store, findings, report)
+    cards = CardScan.of(BucketCards(store.client, store.keys).scan())
+    check_cards(cards, findings, report, lambda artifact_id: _manifest(store, artifact_id))
     stale = _check_staging(store, report)
     if repair:
         _repair(store, report, stale)
@@ -73,31 +73,9 @@ def _check_objects(
     return findings
 
 
-def _check_cards(
-    store: BucketStore, findings: dict[str, ObjectFinding], report: FsckReport
-) -> None:
-    scan = CardScan.of(BucketCards(store.client, store.keys).scan())
-    report.cards = len(scan.cards)
-    report.invalid_cards.extend(scan.problems)
-    referenced: set[str] = set()
-    for card in scan.cards:
-        artifact_id = card.artifact.artifact_id
-        referenced.add(artifact_id)
-        finding = findings.get(artifact_id)
-        if finding is None or not finding.valid or finding.size != card.artifact.bytes:
-            report.dangling_cards.append(card.experiment_id)
-            continue
-        got = store.client.get(store.keys.chunks(card.typed_artifact_id), MAX_MANIFEST_BYTES)
-        raw = None if got is None else got[0]
-        if (
-            raw is None
-            or raw != finding.manifest
-            or hashlib.sha256(raw).hexdigest() != card.chunk_manifest_sha256
-        ):
-            report.manifest_mismatches.append(card.experiment_id)
-    report.orphans.extend(
-        name for name, f in sorted(findings.items()) if f.valid and name not in referenced
-    )
+def _manifest(store: BucketStore, artifact_id: ArtifactId) -> bytes | None:
+    got = store.client.get(store.keys.chunks(artifact_id), MAX_MANIFEST_BYTES)
+    return None if got is None else got[0]
 
 
 def _check_staging(store: BucketStore, report: FsckReport) -> list[tuple[str, str | None]]:
