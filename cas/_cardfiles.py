@@ -11,8 +11,9 @@ import os
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cards import ExperimentCardV1, ExperimentId, dump_card, parse_card, parse_experiment_id
+from cards import ExperimentId, parse_experiment_id
 from cards.errors import (
     ArtifactError,
     CardInvalid,
@@ -24,6 +25,9 @@ from cards.errors import (
 )
 from cas import _fs
 from cas._layout import CARD_SUFFIX, ProjectLayout
+
+if TYPE_CHECKING:  # the card models load with the first card parsed, not with the store
+    from cards import ExperimentCardV1
 
 MAX_CARD_BYTES = 1 << 20
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -66,10 +70,10 @@ class CardScan:
         cards: list[ExperimentCardV1] = []
         problems: list[CardProblem] = []
         for read in reads:
-            if isinstance(read.card, ExperimentCardV1):
-                cards.append(read.card)
-            elif read.card is not None:
+            if isinstance(read.card, ArtifactError):
                 problems.append(CardProblem(name=read.name, code=str(read.card.code)))
+            elif read.card is not None:
+                cards.append(read.card)
         return cls(cards=tuple(cards), problems=tuple(problems))
 
 
@@ -94,7 +98,7 @@ class CardFiles:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise CardInvalid("the card is not a regular file")
-            card = parse_card(_fs.read_small(fd, MAX_CARD_BYTES))
+            card = _parse(_fs.read_small(fd, MAX_CARD_BYTES))
         except StoreIOError as exc:
             raise CardInvalid("the card file is larger than a card may be") from exc
         finally:
@@ -145,6 +149,8 @@ class CardFiles:
         Raises:
             StoreIOError: the card could not be written; the old file is untouched.
         """
+        from cards.model import dump_card
+
         cards_fd = _fs.make_dirs(self._fd, self._layout.cards_dir)
         try:
             name = card.experiment_id + CARD_SUFFIX
@@ -176,7 +182,7 @@ class CardFiles:
             if not stat.S_ISREG(st.st_mode):
                 return CardRead(name, stamp, CardInvalid("the card is not a regular file"))
             raw = _fs.read_small(fd, MAX_CARD_BYTES, st.st_size)
-            return CardRead(name, stamp, self._checked(parse_card(raw), exp_id))
+            return CardRead(name, stamp, self._checked(_parse(raw), exp_id))
         except (CardInvalid, StoreIOError) as exc:
             return CardRead(name, stamp, exc)  # stamped: a bad file is counted once, not per look
         finally:
@@ -186,3 +192,10 @@ class CardFiles:
         if card.experiment_id != exp_id or card.project_id != self._layout.project_id:
             raise CardInvalid("the card does not belong at this place in this project")
         return card
+
+
+def _parse(raw: bytes) -> ExperimentCardV1:
+    """`cards.parse_card`, whose models load at the first card read."""
+    from cards.model import parse_card
+
+    return parse_card(raw)

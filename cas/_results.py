@@ -5,11 +5,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from cards import (
     ArtifactId,
-    CardMetadata,
-    ExperimentCardV1,
     ExperimentId,
     Freshness,
     IndexState,
@@ -17,9 +16,11 @@ from cards import (
     SessionId,
     freshness_verdict,
 )
-from cards.build import new_card
 from cas._hashing import Digests
-from cas.slicing._reader import SliceSource, load_manifest
+from cas.slicing._reader import RemoteBytes, SliceSource, load_manifest
+
+if TYPE_CHECKING:  # the card models load only where a card is built or read
+    from cards import CardMetadata, ExperimentCardV1
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +105,15 @@ def resolved(
 
 
 def located(
-    card: ExperimentCardV1, paths: tuple[str, str], current_source_version: str | None
+    card: ExperimentCardV1,
+    paths: tuple[str, str],
+    current_source_version: str | None,
+    remote: RemoteBytes | None = None,
 ) -> Located:
     """Where a slice reads `card`'s bytes (object, manifest at `paths`), its manifest proven.
+
+    With `remote`, the bytes and the manifest are read from there instead (a bucket's object
+    that this host has no copy of); `paths` say where a verified copy would be.
 
     Raises:
         IntegrityError: the chunk manifest is missing or not the card's.
@@ -118,6 +125,7 @@ def located(
         size=card.artifact.bytes,
         media_type=card.artifact.media_type,
         chunk_manifest_sha256=card.chunk_manifest_sha256,
+        remote=remote,
     )
     load_manifest(source)
     state, warnings = freshness_verdict(card.source_version, current_source_version)
@@ -135,6 +143,8 @@ def first_card(
     now: datetime,
 ) -> ExperimentCardV1:
     """The card a first record of these bytes (`digests`) and `metadata` commits."""
+    from cards.build import new_card
+
     return new_card(
         experiment_id=experiment_id,
         project_id=project_id,

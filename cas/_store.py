@@ -20,17 +20,13 @@ from typing import TYPE_CHECKING
 
 from cards import (
     ArtifactId,
-    CardMetadata,
-    ExperimentCardV1,
     IndexState,
-    IndexStatus,
     Limits,
     ProjectId,
     parse_artifact_id,
     parse_experiment_id,
     parse_project_id,
 )
-from cards.build import with_index
 from cards.errors import (
     ArtifactTooLarge,
     InvalidInput,
@@ -46,8 +42,8 @@ from cas._project import Project, open_project, recorded
 from cas._results import Located, Provenance, Recorded, Resolved, Usage, located, resolved
 from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, Verifier
 
-if TYPE_CHECKING:
-    pass
+if TYPE_CHECKING:  # the card models load with the first card read or written
+    from cards import CardMetadata, ExperimentCardV1, IndexStatus
 
 
 # A cards directory changed less than this long ago has no trustworthy version yet (it exceeds
@@ -259,6 +255,8 @@ class ProjectStore:
                 status = decide(card)
                 if status is None or status == card.index:
                     return card
+                from cards.build import with_index
+
                 updated = with_index(card, status)
                 with project.staging() as tmp_fd:
                     project.cards.write(updated, tmp_fd)

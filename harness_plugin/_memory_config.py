@@ -9,10 +9,14 @@ from __future__ import annotations
 import enum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from msgspec import Meta, Struct
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
-_ENUM = Field(strict=False)  # an enum is given as its string in TOML
+
+class Section(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A table of the configuration file, strict: unknown keys fail and nothing is coerced.
+
+    A quoted "10" is not the number 10 and "yes" is not true; an enum is given as its string.
+    """
 
 
 class CaptureMode(enum.StrEnum):
@@ -36,33 +40,29 @@ class RecallMode(enum.StrEnum):
     FIRST_ROOT_STEP = "first-root-step"
 
 
-class CaptureConfig(BaseModel):
+class CaptureConfig(Section, frozen=True):
     """Capture of completed root turns into Honcho (spec §11)."""
 
-    model_config = _STRICT
-
-    mode: Annotated[CaptureMode, _ENUM] = CaptureMode.OFF
-    max_message_chars: Annotated[int, Field(ge=100, le=25_000)] = 8_000
-    max_exchange_chars: Annotated[int, Field(ge=100, le=100_000)] = 24_000
-    oversize: Annotated[Oversize, _ENUM] = Oversize.TRUNCATE
+    mode: CaptureMode = CaptureMode.OFF
+    max_message_chars: Annotated[int, Meta(ge=100, le=25_000)] = 8_000
+    max_exchange_chars: Annotated[int, Meta(ge=100, le=100_000)] = 24_000
+    oversize: Oversize = Oversize.TRUNCATE
     observe_assistant: bool = False  # whether Honcho derives a representation of the assistant
-    max_sessions: Annotated[int, Field(ge=1, le=10_000)] = 256  # per-session buffers kept
-    max_turn_messages: Annotated[int, Field(ge=1, le=99)] = 20  # user messages kept per turn
+    max_sessions: Annotated[int, Meta(ge=1, le=10_000)] = 256  # per-session buffers kept
+    max_turn_messages: Annotated[int, Meta(ge=1, le=99)] = 20  # user messages kept per turn
 
 
-class RecallConfig(BaseModel):
+class RecallConfig(Section, frozen=True):
     """First-step recall (spec §13) and the bounds of `memory_recall`."""
 
-    model_config = _STRICT
-
-    mode: Annotated[RecallMode, _ENUM] = RecallMode.OFF
-    timeout_ms: Annotated[int, Field(ge=10, le=10_000)] = 1_500
-    max_items: Annotated[int, Field(ge=1, le=20)] = 5
-    max_tokens: Annotated[int, Field(ge=50, le=8_000)] = 1_200
-    max_item_chars: Annotated[int, Field(ge=50, le=4_000)] = 2_000
-    max_query_chars: Annotated[int, Field(ge=20, le=10_000)] = 2_000
-    cache_s: Annotated[int, Field(ge=0, le=3_600)] = 60
+    mode: RecallMode = RecallMode.OFF
+    timeout_ms: Annotated[int, Meta(ge=10, le=10_000)] = 1_500
+    max_items: Annotated[int, Meta(ge=1, le=20)] = 5
+    max_tokens: Annotated[int, Meta(ge=50, le=8_000)] = 1_200
+    max_item_chars: Annotated[int, Meta(ge=50, le=4_000)] = 2_000
+    max_query_chars: Annotated[int, Meta(ge=20, le=10_000)] = 2_000
+    cache_s: Annotated[int, Meta(ge=0, le=3_600)] = 60
     dialectic: bool = False  # memory_recall may ask Honcho's dialectic endpoint (slow, costly)
-    dialectic_timeout_ms: Annotated[int, Field(ge=100, le=60_000)] = 8_000
+    dialectic_timeout_ms: Annotated[int, Meta(ge=100, le=60_000)] = 8_000
     include_experiments: bool = False  # add local experiment-card hits, labelled as cards
-    max_experiments: Annotated[int, Field(ge=1, le=10)] = 3
+    max_experiments: Annotated[int, Meta(ge=1, le=10)] = 3

@@ -2,6 +2,10 @@
 
 Unknown keys fail. Roots are absolute, must not be `/`, the home directory or a repository root,
 and must not overlap one another. Limits may only be lowered.
+
+The tables are msgspec structs, not pydantic models: every command reads this file first, and
+msgspec validates it in C after a few milliseconds of import, where pydantic's import and model
+construction cost a tenth of a second at every start.
 """
 
 from __future__ import annotations
@@ -10,10 +14,11 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+import msgspec
+from msgspec import Meta
 
 from cards import (
     DEFAULT_LIMITS,
@@ -23,7 +28,6 @@ from cards import (
     ProjectId,
     UnknownProject,
     is_honcho_id,
-    parse_project_id,
 )
 from cas import IntegrityMode
 from cas.slicing import DEFAULT_SLICE_LIMITS, ExportLimits, SliceLimits
@@ -32,6 +36,7 @@ from harness_plugin._memory_config import (
     CaptureMode,
     RecallConfig,
     RecallMode,
+    Section,
 )
 
 if TYPE_CHECKING:
@@ -41,38 +46,30 @@ CONFIG_ENV = "ARTMEM_CONFIG"
 MAX_CONFIG_BYTES = 1 << 20
 
 
-def _absolute(value: str) -> str:
+def _absolute(name: str, value: str) -> None:
     if not os.path.isabs(value):
-        raise ValueError("must be an absolute path")
+        raise ValueError(f"{name} must be an absolute path")
     if os.path.normpath(value) != value or "\x00" in value:
         raise ValueError(
-            "must be a normalised path (no trailing '/', no '.', '..' or repeated separators)"
+            f"{name} must be a normalised path "
+            "(no trailing '/', no '.', '..' or repeated separators)"
         )
-    return value
 
 
-def _project_id(value: str) -> str:
-    return parse_project_id(value)
-
-
-AbsolutePath = Annotated[str, AfterValidator(_absolute)]
-# Strict: a quoted "10" is not the number 10, and "yes" is not true.
-_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class ProjectConfig(BaseModel):
+class ProjectConfig(Section, frozen=True):
     """A configured project: the working directories below `root` belong to `id`."""
 
-    model_config = _STRICT
+    id: str
+    root: str
 
-    id: Annotated[str, AfterValidator(_project_id)]
-    root: AbsolutePath
+    def __post_init__(self) -> None:
+        if not is_honcho_id(self.id):  # a project id is used as a Honcho id
+            raise ValueError("id must be a project id: 1-512 of A-Z, a-z, 0-9, '_' and '-'")
+        _absolute("root", self.root)
 
 
-class LimitsConfig(BaseModel):
+class LimitsConfig(Section, frozen=True):
     """Operator bounds; each may only be lowered below the defaults of spec §28.5."""
-
-    model_config = _STRICT
 
     artifact_bytes: int | None = None
     project_bytes: int | None = None
@@ -91,51 +88,59 @@ class LimitsConfig(BaseModel):
         Raises:
             ConfigError: a value is not a positive integer at most its default.
         """
-        return DEFAULT_LIMITS.lowered(**self.model_dump(exclude_none=True))
+        return DEFAULT_LIMITS.lowered(**_given(self))
 
 
-def _honcho_id(value: str) -> str:
-    if not is_honcho_id(value):
-        raise ValueError("must match [A-Za-z0-9_-]{1,512}")
-    return value
+def _given(section: Section) -> dict[str, int]:
+    """The bounds a table of integer bounds sets (those left out are None)."""
+    return {k: v for k, v in msgspec.structs.asdict(section).items() if isinstance(v, int)}
 
 
-def _base_url(value: str) -> str:
+def _check_base_url(name: str, value: str) -> None:
     url = urlsplit(value)
     if url.scheme not in ("http", "https") or not url.hostname:
-        raise ValueError("must be an absolute http(s) URL")
+        raise ValueError(f"{name} must be an absolute http(s) URL")
     if url.username or url.password or url.query or url.fragment:
-        raise ValueError("must not hold credentials, a query or a fragment")
-    return value.rstrip("/")
+        raise ValueError(f"{name} must not hold credentials, a query or a fragment")
 
 
-HonchoId = Annotated[str, AfterValidator(_honcho_id)]
+def _without_slash(section: Section, name: str) -> None:
+    """Store the URL `name` of a frozen table without a trailing '/' (as validation's result)."""
+    value = getattr(section, name)
+    if value is not None and value.endswith("/"):
+        msgspec.structs.force_setattr(section, name, value.rstrip("/"))
 
 
-class HonchoConfig(BaseModel):
+# Honcho's id alphabet (`cards.is_honcho_id`), checked by msgspec.
+HonchoId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,512}$")]
+
+
+class HonchoConfig(Section, frozen=True):
     """Remote indexing through Honcho; off unless enabled.
 
     The API key lives only in the environment variable `api_key_env` names: never in this file,
     in status or in logs.
     """
 
-    model_config = _STRICT
-
     enabled: bool = False
-    base_url: Annotated[str, AfterValidator(_base_url)] = "http://127.0.0.1:8000"
+    base_url: str = "http://127.0.0.1:8000"
     workspace_id: HonchoId = "artmem"
     user_peer_id: HonchoId = "user"
     assistant_peer_id: HonchoId = "artmem-assistant"
-    api_key_env: Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]{0,127}$")] = "HONCHO_API_KEY"
-    timeout_s: Annotated[float, Field(gt=0, le=120)] = 5.0
+    api_key_env: Annotated[str, Meta(pattern=r"^[A-Z_][A-Z0-9_]{0,127}$")] = "HONCHO_API_KEY"
+    timeout_s: Annotated[float, Meta(gt=0, le=120)] = 5.0
     create_workspace: bool = False
-    max_sessions_in_flight: Annotated[int, Field(ge=1, le=64)] = 4
-    retry_base_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
-    retry_max_s: Annotated[float, Field(gt=0, le=86400)] = 300.0
-    max_attempts: Annotated[int, Field(ge=1, le=10_000)] = 50
-    drain_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
-    reconcile_batch: Annotated[int, Field(ge=1, le=100_000)] = 500
-    search_timeout_s: Annotated[float, Field(gt=0, le=60)] = 2.0
+    max_sessions_in_flight: Annotated[int, Meta(ge=1, le=64)] = 4
+    retry_base_s: Annotated[float, Meta(gt=0, le=3600)] = 1.0
+    retry_max_s: Annotated[float, Meta(gt=0, le=86400)] = 300.0
+    max_attempts: Annotated[int, Meta(ge=1, le=10_000)] = 50
+    drain_timeout_s: Annotated[float, Meta(gt=0, le=3600)] = 10.0
+    reconcile_batch: Annotated[int, Meta(ge=1, le=100_000)] = 500
+    search_timeout_s: Annotated[float, Meta(gt=0, le=60)] = 2.0
+
+    def __post_init__(self) -> None:
+        _check_base_url("base_url", self.base_url)
+        _without_slash(self, "base_url")
 
     def api_key(self, environ: Mapping[str, str]) -> str:
         """The API key from the named environment variable.
@@ -151,7 +156,7 @@ class HonchoConfig(BaseModel):
         return key
 
 
-class SliceConfig(BaseModel):
+class SliceConfig(Section, frozen=True):
     """Bounds on slices, in two sets that are kept apart.
 
     `max_*` bound what a slice holds in memory or hands to a model or kernel (the tools,
@@ -160,8 +165,6 @@ class SliceConfig(BaseModel):
     --out`), which holds one batch at a time: by default no row bound, 64 GiB of rows'
     materialised bytes and an hour; they may be raised (see `ExportLimits`).
     """
-
-    model_config = _STRICT
 
     max_rows: int | None = None
     max_bytes: int | None = None
@@ -182,7 +185,7 @@ class SliceConfig(BaseModel):
             ConfigError: a slice bound is not a positive integer at most its default, or an
                 export bound is not a positive integer within its maximum.
         """
-        bounds = self.model_dump(exclude_none=True)
+        bounds = _given(self)
         export = {
             name.removeprefix("export_"): bounds.pop(name)
             for name in list(bounds)
@@ -191,18 +194,14 @@ class SliceConfig(BaseModel):
         return DEFAULT_SLICE_LIMITS.lowered(**bounds).with_export(ExportLimits(**export))
 
 
-class ToolsConfig(BaseModel):
+class ToolsConfig(Section, frozen=True):
     """Which tools the host surface offers; the artifact tools are off unless enabled."""
-
-    model_config = _STRICT
 
     artifact_memory: bool = False
 
 
-class IngestConfig(BaseModel):
+class IngestConfig(Section, frozen=True):
     """How strictly a kernel's export is checked before it is recorded."""
-
-    model_config = _STRICT
 
     # A file to record must belong to the owner of its session directory, as a kernel's own
     # exports do; a file renamed into `exports/` by another user is refused. Turn this off only
@@ -214,25 +213,21 @@ _CREDENTIAL_WORDS = ("key", "secret", "token", "password", "credential")
 BUCKET_CACHE_DIR = "bucket-cache"
 
 
-def _bucket_name(value: str) -> str:
-    if not 3 <= len(value) <= 63 or not all(c.islower() or c.isdigit() or c in ".-" for c in value):
-        raise ValueError("must be an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'")
-    return value
+def _bucket_name(value: str) -> bool:
+    return 3 <= len(value) <= 63 and all(c.islower() or c.isdigit() or c in ".-" for c in value)
 
 
-def _prefix(value: str) -> str:
-    if value.startswith("/") or value.endswith("/") or "//" in value or not value.isprintable():
-        raise ValueError("must not start or end with '/' or repeat it")
-    return value
+def _prefix(value: str) -> bool:
+    return not (
+        value.startswith("/") or value.endswith("/") or "//" in value or not value.isprintable()
+    )
 
 
-def _region(value: str) -> str:
-    if not 1 <= len(value) <= 64 or not all(c.isalnum() or c == "-" for c in value):
-        raise ValueError("must be a region name such as us-east-1")
-    return value
+def _region(value: str) -> bool:
+    return 1 <= len(value) <= 64 and all(c.isalnum() or c == "-" for c in value)
 
 
-class StorageConfig(BaseModel):
+class StorageConfig(Section, frozen=True):
     """Where the projects' stores live: the local `artifact_root` (default), or a bucket.
 
     With `backend = "s3"`, `bucket` (and optionally `prefix`, `endpoint_url` for MinIO, Ceph,
@@ -241,44 +236,50 @@ class StorageConfig(BaseModel):
     chain (environment, shared files, instance roles): never from this file.
     """
 
-    model_config = _STRICT
-
     backend: Literal["local", "s3"] = "local"
-    bucket: Annotated[str, AfterValidator(_bucket_name)] | None = None
-    prefix: Annotated[str, AfterValidator(_prefix)] = ""
-    endpoint_url: Annotated[str, AfterValidator(_base_url)] | None = None
-    region: Annotated[str, AfterValidator(_region)] | None = None
+    bucket: str | None = None
+    prefix: str = ""
+    endpoint_url: str | None = None
+    region: str | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_credentials(cls, data: object) -> object:
-        if isinstance(data, Mapping):
-            for name in data:
-                if any(word in str(name).lower() for word in _CREDENTIAL_WORDS):
-                    raise ValueError(
-                        "credentials must not be in the configuration file: the bucket's come "
-                        "from the standard AWS chain (AWS_ACCESS_KEY_ID and "
-                        "AWS_SECRET_ACCESS_KEY, a shared credentials file, or an instance role)"
-                    )
-        return data
-
-    @model_validator(mode="after")
-    def _bucket_for_s3(self) -> Self:
+    def __post_init__(self) -> None:
+        if self.bucket is not None and not _bucket_name(self.bucket):
+            raise ValueError(
+                "bucket must be an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'"
+            )
+        if not _prefix(self.prefix):
+            raise ValueError("prefix must not start or end with '/' or repeat it")
+        if self.endpoint_url is not None:
+            _check_base_url("endpoint_url", self.endpoint_url)
+            _without_slash(self, "endpoint_url")
+        if self.region is not None and not _region(self.region):
+            raise ValueError("region must be a region name such as us-east-1")
         if self.backend == "s3" and self.bucket is None:
             raise ValueError('backend = "s3" needs a bucket')
-        return self
 
 
-class Config(BaseModel):
+def _refuse_credentials(document: Mapping[str, object]) -> None:
+    """A key of `[storage]` that names a credential fails before anything else is read."""
+    storage = document.get("storage")
+    if not isinstance(storage, Mapping):
+        return
+    for name in storage:
+        if any(word in str(name).lower() for word in _CREDENTIAL_WORDS):
+            raise ConfigError(
+                "invalid configuration: storage: credentials must not be in the configuration "
+                "file: the bucket's come from the standard AWS chain (AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY, a shared credentials file, or an instance role)"
+            )
+
+
+class Config(Section, frozen=True):
     """The whole configuration file."""
 
-    model_config = _STRICT
-
-    artifact_root: AbsolutePath
-    rlm_root: AbsolutePath
-    state_root: AbsolutePath
-    integrity: Annotated[IntegrityMode, Field(strict=False)] = IntegrityMode.CACHED
-    projects: Annotated[list[ProjectConfig], Field(min_length=1, max_length=1000)]
+    artifact_root: str
+    rlm_root: str
+    state_root: str
+    projects: Annotated[tuple[ProjectConfig, ...], Meta(min_length=1, max_length=1000)]
+    integrity: IntegrityMode = IntegrityMode.CACHED
     limits: LimitsConfig = LimitsConfig()
     honcho: HonchoConfig = HonchoConfig()
     tools: ToolsConfig = ToolsConfig()
@@ -288,8 +289,7 @@ class Config(BaseModel):
     recall: RecallConfig = RecallConfig()
     storage: StorageConfig = StorageConfig()
 
-    @model_validator(mode="after")
-    def _roots_are_safe(self) -> Self:
+    def __post_init__(self) -> None:
         needs_honcho = [
             name
             for name, on in (
@@ -304,6 +304,8 @@ class Config(BaseModel):
             )
         roots = {"artifact_root": self.artifact_root, "rlm_root": self.rlm_root}
         roots["state_root"] = self.state_root
+        for name, root in roots.items():
+            _absolute(name, root)
         for name, root in roots.items():
             _check_dangerous(name, root)
         names = list(roots)
@@ -320,7 +322,6 @@ class Config(BaseModel):
             raise ValueError("project ids must be unique")
         self.limits.resolve()
         self.slice.resolve()
-        return self
 
     @property
     def effective_limits(self) -> Limits:
@@ -429,17 +430,24 @@ def config_from_mapping(document: Mapping[str, object]) -> Config:
     Raises:
         ConfigError: the document is not a valid configuration.
     """
+    _refuse_credentials(document)
     try:
-        return Config.model_validate(document)
-    except ValidationError as exc:
+        return msgspec.convert(document, Config)
+    except msgspec.ValidationError as exc:
         raise ConfigError(f"invalid configuration: {_describe(exc)}") from exc
 
 
-def _describe(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-        for err in exc.errors(include_url=False)[:5]
-    )
+def _describe(exc: msgspec.ValidationError) -> str:
+    """The error as "a.0.b: what" (msgspec stops at the first, saying "what - at `$.a[0].b`")."""
+    message, _, where = str(exc).rpartition(" - at `")
+    if not message:
+        return str(exc)
+    parts = where.rstrip("`").removeprefix("$").replace("[", ".").replace("]", "").split(".")
+    unknown = "Object contains unknown field `"
+    if message.startswith(unknown):  # name the key itself, as every other error does
+        parts.append(message.removeprefix(unknown).removesuffix("`"))
+        message = "not a known key"
+    return f"{'.'.join(p for p in parts if p) or '<root>'}: {message}"
 
 
 def load_config(path: str | None, environ: Mapping[str, str] = os.environ) -> Config:

@@ -200,3 +200,12 @@ def test_the_readme_bucket_example_parses_with_the_main_example():
     (bucket,) = [block for block in others if 'backend = "s3"' in block]
     config = parse_config(main.split("[storage]")[0] + "\n" + bucket)
     assert config.storage.backend == "s3" and config.storage.bucket == "lab-artifacts"
+
+
+def test_an_error_names_the_key_by_its_path(tmp_path):
+    with pytest.raises(ConfigError, match=r"projects\.1\.colour: not a known key"):
+        parse_config(_toml(tmp_path) + 'colour = "red"\n')
+    with pytest.raises(ConfigError, match=r"honcho\.timeout_s: Expected `float` <= 120"):
+        parse_config(_toml(tmp_path) + "\n[honcho]\ntimeout_s = inf\n")
+    with pytest.raises(ConfigError, match=r"honcho\.timeout_s: Expected `float` > 0"):
+        parse_config(_toml(tmp_path) + "\n[honcho]\ntimeout_s = nan\n")

@@ -7,6 +7,8 @@ fail. Nothing waits on a clock: slowness is the fake's `hold`, released by the r
 
 from __future__ import annotations
 
+import msgspec
+
 from harness_plugin import _capture, _conversation, _hybrid, _recall, cli
 from harness_plugin._eval import _play, evaluate
 from harness_plugin._eval._backend import HOLD_LIMIT_S
@@ -133,7 +135,7 @@ def test_recall_without_its_deadline_fails_the_latency_gate(monkeypatch):
     reads = _recall.Recall.reads
 
     def no_deadline(self, project_id, query):
-        self.config = self.config.model_copy(update={"timeout_ms": 10_000})
+        self.config = msgspec.structs.replace(self.config, timeout_ms=10_000)
         return reads(self, project_id, query)
 
     monkeypatch.setattr(_recall.Recall, "reads", no_deadline)
@@ -149,7 +151,7 @@ def test_a_block_past_its_budget_fails_the_token_gate(monkeypatch):
     render = _recall.render
 
     def unbounded(recalled, cards, config):
-        return render(recalled, cards, config.model_copy(update={"max_tokens": 8000}))
+        return render(recalled, cards, msgspec.structs.replace(config, max_tokens=8000))
 
     monkeypatch.setattr(_recall, "render", unbounded)
     report = evaluate(cases=["11"])
