@@ -1,7 +1,8 @@
 """The pure core of artmem: identities, canonical JSON, card models, bounds and errors.
 
-Nothing here does I/O, reads the clock or draws randomness. The pydantic models (`cards.model`,
-`cards.remote`) load on first use (PEP 562), so `artmem --help` never builds them.
+Nothing here does I/O, reads the clock or draws randomness. The stored documents (`cards.card`,
+msgspec) and the pydantic models (`cards.model`, `cards.remote`) load on first use (PEP 562),
+so `artmem --help` builds neither and reading a card never imports pydantic.
 """
 
 from typing import TYPE_CHECKING
@@ -52,15 +53,8 @@ from cards.lazy import lazy_exports as _lazy_exports
 from cards.policy import DEFAULT_LIMITS, Freshness, IndexState, Limits, freshness_verdict
 
 if TYPE_CHECKING:
-    from cards.model import (
-        CardMetadata,
-        ExperimentCardV1,
-        IndexStatus,
-        dump_card,
-        parse_card,
-        parse_metadata,
-        validation_message,
-    )
+    from cards.card import ExperimentCardV1, IndexStatus, dump_card, parse_card
+    from cards.model import CardMetadata, parse_metadata, validation_message
     from cards.remote import (
         RemoteCard,
         card_delivery_id,
@@ -71,10 +65,10 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "CardMetadata": "cards.model",
-    "ExperimentCardV1": "cards.model",
-    "IndexStatus": "cards.model",
-    "dump_card": "cards.model",
-    "parse_card": "cards.model",
+    "ExperimentCardV1": "cards.card",
+    "IndexStatus": "cards.card",
+    "dump_card": "cards.card",
+    "parse_card": "cards.card",
     "parse_metadata": "cards.model",
     "validation_message": "cards.model",
     "RemoteCard": "cards.remote",

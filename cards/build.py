@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from cards._ids import (
     ArtifactId,
@@ -16,15 +19,18 @@ from cards._ids import (
     artifact_id_for_bytes,
     experiment_id,
 )
-from cards.model import (
+from cards.card import (
     ARTIFACT_SCHEMA_VERSION,
     CARD_SCHEMA_VERSION,
     ArtifactRefV1,
-    CardMetadata,
     ExperimentCardV1,
     IndexStatus,
+    validated,
 )
 from cards.policy import UNKNOWN_SOURCE_VERSION, IndexState
+
+if TYPE_CHECKING:  # metadata is read, never built, here: building cards loads no pydantic
+    from cards.model import CardMetadata
 
 PRODUCER = "artmem 0.1.0"
 _REQUIRED = ("title", "summary", "source")
@@ -49,7 +55,7 @@ def new_card(
     """The first card of an experiment (validated like any card read from disk).
 
     Raises:
-        pydantic.ValidationError: a field breaks the card's rules (callers pass checked values).
+        CardInvalid: a field breaks the card's rules (callers pass checked values).
     """
     artifact = ArtifactRefV1(
         schema_version=ARTIFACT_SCHEMA_VERSION,
@@ -59,7 +65,7 @@ def new_card(
         media_type=metadata.media_type,
         created_at=now,
     )
-    return ExperimentCardV1(
+    card = ExperimentCardV1(
         schema_version=CARD_SCHEMA_VERSION,
         experiment_id=experiment_id,
         artifact=artifact,
@@ -81,6 +87,7 @@ def new_card(
         columns=list(metadata.columns),
         shape=None if metadata.shape is None else list(metadata.shape),
     )
+    return validated(card)
 
 
 def card_for_bytes(
@@ -138,10 +145,9 @@ def revised_card(
     index = existing.index
     if index.state is not IndexState.DISABLED:
         index = IndexStatus(state=IndexState.PENDING, updated_at=now)
-    artifact = existing.artifact.model_dump() | {"media_type": media_type}
+    artifact = msgspec.structs.replace(existing.artifact, media_type=media_type)
     return with_changes(
-        existing,
-        {**descriptive, "artifact": artifact, "updated_at": now, "index": index.model_dump()},
+        existing, {**descriptive, "artifact": artifact, "updated_at": now, "index": index}
     )
 
 
@@ -155,12 +161,16 @@ def card_changes(before: ExperimentCardV1, after: ExperimentCardV1) -> tuple[str
 
 def with_index(card: ExperimentCardV1, status: IndexStatus) -> ExperimentCardV1:
     """`card` with another index status."""
-    return with_changes(card, {"index": status.model_dump()})
+    return with_changes(card, {"index": status})
 
 
 def with_changes(card: ExperimentCardV1, changes: dict[str, object]) -> ExperimentCardV1:
-    """A copy of `card` with `changes`, validated again (model_copy would skip validation)."""
-    return ExperimentCardV1.model_validate(card.model_dump() | changes, strict=False)
+    """A copy of `card` with `changes`, validated again (a struct's `replace` checks nothing).
+
+    Raises:
+        CardInvalid: the changed card breaks the card's rules.
+    """
+    return validated(msgspec.structs.replace(card, **changes))
 
 
 def record_warnings(card: ExperimentCardV1, *, deduplicated: bool) -> tuple[str, ...]:

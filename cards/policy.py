@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, fields
+from typing import Final
 
 from cards.errors import ConfigError, QuotaExceeded
 
@@ -120,3 +121,15 @@ class IndexState(enum.StrEnum):
     INDEXED = "indexed"
     FAILED = "failed"
     DISABLED = "disabled"
+
+
+class HitSource(enum.StrEnum):
+    """Where a search hit came from."""
+
+    LOCAL = "local"
+    HONCHO = "honcho"
+    BOTH = "both"
+
+
+# How every hit and card shown to a model is labelled: data, never instructions.
+UNTRUSTED: Final = "untrusted-data"

@@ -33,8 +33,9 @@ from cards._ids import (
     parse_query_fingerprint,
 )
 from cards.canonical import canonical_json
+from cards.card import ExperimentCardV1
 from cards.errors import CardInvalid, InvalidId
-from cards.model import ExperimentCardV1, validation_message
+from cards.model import validation_message
 from cards.policy import DEFAULT_LIMITS
 from cards.redaction import redact, remove_placeholders
 

@@ -149,7 +149,7 @@ class CardFiles:
         Raises:
             StoreIOError: the card could not be written; the old file is untouched.
         """
-        from cards.model import dump_card
+        from cards.card import dump_card
 
         cards_fd = _fs.make_dirs(self._fd, self._layout.cards_dir)
         try:
@@ -196,6 +196,6 @@ class CardFiles:
 
 def _parse(raw: bytes) -> ExperimentCardV1:
     """`cards.parse_card`, whose models load at the first card read."""
-    from cards.model import parse_card
+    from cards.card import parse_card
 
     return parse_card(raw)

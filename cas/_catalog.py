@@ -33,7 +33,7 @@ from cas._catalog_index import (
 )
 
 if TYPE_CHECKING:
-    from cards.model import ExperimentCardV1
+    from cards.card import ExperimentCardV1
 
 __all__ = ["B", "EXACT_KINDS", "HEAVY_WEIGHT", "K1", "MAX_QUERY_CHARS", "Catalog", "SearchHit"]
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     from cards import Limits, ProjectId
-    from cards.model import ExperimentCardV1
+    from cards.card import ExperimentCardV1
     from cas._cardfiles import CardRead, CardStamp
     from cas._layout import ProjectLayout
 

@@ -1,6 +1,7 @@
 """The experiment commands: `record`, `resolve`, `show`, `slice`, `search`, `list`, `export`.
 
-Loaded only when one of them runs (`artmem --help` imports none of this).
+Loaded only when one of them runs (`artmem --help` imports none of this). Only `record`
+validates caller input with pydantic; the commands that read cards never import it.
 """
 
 from __future__ import annotations
@@ -9,14 +10,16 @@ import argparse
 import os
 import sys
 
-from cards import InvalidInput, SourceMissing, excerpt, parse_metadata, parse_session_id
-from cas import LocalCatalog, Provenance
-from harness_plugin import _listing, _views
+from cards import InvalidInput, SourceMissing, excerpt, parse_session_id
+from cas import Provenance
+from harness_plugin import _views
 from harness_plugin._command import Outcome, start
 from harness_plugin._progress import progress_for
 
 
 def record(args: argparse.Namespace) -> Outcome:
+    from cards import parse_metadata  # caller input is pydantic; the reading commands load none
+
     runtime, store = start(args)
     fields: dict[str, object] = {
         "title": args.title,
@@ -46,9 +49,7 @@ def record(args: argparse.Namespace) -> Outcome:
         if bar is not None:
             bar.close()
     admission = runtime.admit(recorded.card, new_revision=recorded.new_revision)
-    view = _views.record_result(
-        recorded, honcho_queued=admission.queued, state=admission.state
-    ).model_dump(mode="json")
+    view = _views.record_result(recorded, honcho_queued=admission.queued, state=admission.state)
     return Outcome(view, _views.record_lines(view))
 
 
@@ -60,7 +61,7 @@ def resolve(args: argparse.Namespace) -> Outcome:
     finally:
         if bar is not None:
             bar.close()
-    view = _views.resolve_result(resolved).model_dump(mode="json")
+    view = _views.resolve_result(resolved)
     return Outcome(view, _views.resolve_lines(view))
 
 
@@ -82,6 +83,8 @@ def slice_command(args: argparse.Namespace) -> Outcome:
 
 
 def search(args: argparse.Namespace) -> Outcome:
+    from cas import LocalCatalog
+
     runtime, store = start(args)
     bound = store.limits.search_results
     limit = bound if args.limit is None else args.limit
@@ -89,9 +92,7 @@ def search(args: argparse.Namespace) -> Outcome:
         raise InvalidInput(f"--limit must be between 1 and {bound}")
     catalog = LocalCatalog.open(store, runtime.config.state_root)  # parses changed cards only
     hits = [
-        _views.local_hit(
-            hit, available_locally=store.has_object(hit.card.artifact.artifact_id)
-        ).model_dump(mode="json")
+        _views.local_hit(hit, available_locally=store.has_object(hit.card.artifact.artifact_id))
         for hit in catalog.search(args.query, limit)
     ]
     catalog.save_if_changed()  # a hit that vanished meanwhile made it catch up
@@ -100,6 +101,8 @@ def search(args: argparse.Namespace) -> Outcome:
 
 
 def list_experiments(args: argparse.Namespace) -> Outcome:
+    from harness_plugin import _listing
+
     _, store = start(args)
     wanted = _listing.ListFilter(
         tags=tuple(args.tags),
@@ -112,6 +115,8 @@ def list_experiments(args: argparse.Namespace) -> Outcome:
 
 
 def export(args: argparse.Namespace) -> Outcome:
+    from harness_plugin import _listing
+
     _, store = start(args)
     view = _listing.export(store, args.experiment_id, args.dest, force=args.force)
     return Outcome(view, _listing.export_lines(view))

@@ -83,7 +83,7 @@ def _run(
         finally:
             if bar is not None:
                 bar.close()
-        view = _views.record_result(recorded, honcho_queued=False).model_dump(mode="json")
+        view = _views.record_result(recorded, honcho_queued=False)
         steps.append({"step": f"record-{attempt}", **view})
         say(
             "\n2. Recorded it: streamed, hashed, published read-only, card written"
@@ -101,7 +101,7 @@ def _run(
     scan = store.scan_cards()
     catalog = Catalog.build(scan.cards, max_cards=store.limits.cards_per_project)
     found = catalog.search("cohort treatment response", limit=5)
-    hits = [_views.local_hit(h).model_dump(mode="json") for h in found]
+    hits = [_views.local_hit(h) for h in found]
     steps.append({"step": "search", "hits": hits})
     say("\n4. A later session searches the local cards for 'cohort treatment response'")
     say(_command("artmem search 'cohort treatment response'"))
@@ -109,7 +109,7 @@ def _run(
 
     for label, current in (("5", SNAPSHOT), ("6", "warehouse-snapshot-2026-12-01")):
         resolved = store.resolve(experiment, current)
-        view = _views.resolve_result(resolved).model_dump(mode="json")
+        view = _views.resolve_result(resolved)
         steps.append({"step": "resolve", "hashed": resolved.hashed, **view})
         how = "hashed all bytes" if resolved.hashed else "verification cache hit"
         fresh = resolved.freshness is Freshness.FRESH

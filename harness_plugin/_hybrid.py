@@ -17,7 +17,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from cards import ArtifactError, ExperimentCardV1
-from cards.wire import HitSource, RemoteStatus
+from cards.policy import HitSource
+from cards.wire import RemoteStatus
 from cas import SearchHit, Store
 from harness_plugin._catalogs import LiveCatalog
 from indexer import CardSearch, RemoteCardHit

@@ -62,8 +62,8 @@ def _header(
 ) -> dict[str, object]:
     return {
         "experiment_id": card.experiment_id,
-        "card": _views.card_view(card).model_dump(mode="json"),
-        "artifact": _views.artifact_view(card).model_dump(mode="json"),
+        "card": _views.card_view(card),
+        "artifact": _views.artifact_view(card),
         "freshness": str(freshness),
         "warnings": list(warnings),
         "available_locally": True,

@@ -227,14 +227,15 @@ def _record(host: ToolHost, caller: Caller, args: wire.RecordArgs) -> BaseModel:
         host.on_admitted()
     if recorded.deduplicated:
         host.count("memory_artifact_record.deduplicated")
-    return _views.record_result(recorded, honcho_queued=admission.queued, state=admission.state)
+    view = _views.record_result(recorded, honcho_queued=admission.queued, state=admission.state)
+    return wire.RecordResult.model_validate(view)
 
 
 def _resolve(host: ToolHost, caller: Caller, args: wire.ResolveArgs) -> BaseModel:
     store = host.runtime.stores[host.project_of(caller)]
     resolved = store.resolve(args.experiment_id, args.current_source_version)
     host.count(f"memory_artifact_resolve.{resolved.freshness}")
-    return _views.resolve_result(resolved)
+    return wire.ResolveResult.model_validate(_views.resolve_result(resolved))
 
 
 def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> BaseModel:
@@ -264,7 +265,7 @@ def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> BaseModel:
     if outcome.remote_dropped:
         host.count("memory_search.wrong_project_dropped")
     return wire.SearchResult(
-        hits=[_hit(hit) for hit in outcome.hits],
+        hits=[wire.SearchHit.model_validate(_hit(hit)) for hit in outcome.hits],
         remote=wire.RemoteView(
             status=outcome.remote_status,
             error=outcome.remote_error,
@@ -275,7 +276,7 @@ def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> BaseModel:
     )
 
 
-def _hit(hit: Hit) -> wire.SearchHit:
+def _hit(hit: Hit) -> dict[str, object]:
     return _views.search_hit(
         hit.card,
         experiment_id=hit.experiment_id,

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # `status` and `--help` load none of these (the wire models are pydantic)
-    from cards import ExperimentCardV1, IndexState, wire
+from cards.policy import UNTRUSTED, HitSource
+
+if TYPE_CHECKING:
+    from cards import ExperimentCardV1, IndexState
     from cas import FsckReport, Recorded, Resolved, SearchHit
     from harness_plugin._runtime import SyncReport
     from indexer import OutboxStats
@@ -19,72 +21,69 @@ UNAVAILABLE_HINT = (
 )
 
 
-def card_view(card: ExperimentCardV1) -> wire.CardView:
-    """The display fields of a card (card text is untrusted data, shown as data)."""
-    from cards import wire
+def card_view(card: ExperimentCardV1) -> dict[str, object]:
+    """The display fields of a card (card text is untrusted data, shown as data).
 
-    return wire.CardView(
-        title=card.title,
-        summary=card.summary,
-        source=card.source,
-        source_version=card.source_version,
-        tags=list(card.tags),
-        columns=list(card.columns),
-        shape=card.shape,
-        created_at=iso(card.created_at),
-        updated_at=iso(card.updated_at),
-    )
+    The views are JSON-ready dicts in the shapes of `cards.wire` (`CardView` here), which the
+    tools validate them against; the CLI prints them as they are, without loading pydantic.
+    """
+    return {
+        "title": card.title,
+        "summary": card.summary,
+        "source": card.source,
+        "source_version": card.source_version,
+        "tags": list(card.tags),
+        "columns": list(card.columns),
+        "shape": None if card.shape is None else list(card.shape),
+        "created_at": iso(card.created_at),
+        "updated_at": iso(card.updated_at),
+        "trust": UNTRUSTED,
+    }
 
 
-def artifact_view(card: ExperimentCardV1) -> wire.ArtifactView:
-    """The artifact reference of a card, with its chunk manifest's digest."""
-    from cards import wire
-
-    return wire.ArtifactView(
-        artifact_id=card.artifact.artifact_id,
-        sha256=card.artifact.sha256,
-        bytes=card.artifact.bytes,
-        media_type=card.artifact.media_type,
-        created_at=iso(card.artifact.created_at),
-        chunk_manifest_sha256=card.chunk_manifest_sha256,
-    )
+def artifact_view(card: ExperimentCardV1) -> dict[str, object]:
+    """The artifact reference of a card, with its chunk manifest's digest (`wire.ArtifactView`)."""
+    return {
+        "artifact_id": card.artifact.artifact_id,
+        "sha256": card.artifact.sha256,
+        "bytes": card.artifact.bytes,
+        "media_type": card.artifact.media_type,
+        "created_at": iso(card.artifact.created_at),
+        "chunk_manifest_sha256": card.chunk_manifest_sha256,
+    }
 
 
 def record_result(
     recorded: Recorded, *, honcho_queued: bool, state: IndexState | None = None
-) -> wire.RecordResult:
+) -> dict[str, object]:
     """What `record` reports (spec §31.2): local durability apart from remote queueing."""
-    from cards import wire
-
     card = recorded.card
-    return wire.RecordResult(
-        experiment_id=card.experiment_id,
-        artifact_id=card.artifact.artifact_id,
-        sha256=card.artifact.sha256,
-        bytes=card.artifact.bytes,
-        deduplicated=recorded.deduplicated,
-        local_saved=True,
-        honcho_queued=honcho_queued,
-        index_state=state or card.index.state,
-        warnings=list(recorded.warnings),
-        changed=list(recorded.changed),
-    )
+    return {
+        "experiment_id": card.experiment_id,
+        "artifact_id": card.artifact.artifact_id,
+        "sha256": card.artifact.sha256,
+        "bytes": card.artifact.bytes,
+        "deduplicated": recorded.deduplicated,
+        "local_saved": True,
+        "honcho_queued": honcho_queued,
+        "index_state": str(state or card.index.state),
+        "warnings": list(recorded.warnings),
+        "changed": list(recorded.changed),
+    }
 
 
-def resolve_result(resolved: Resolved) -> wire.ResolveResult:
+def resolve_result(resolved: Resolved) -> dict[str, object]:
     """What `resolve` reports (spec §31.3): the path only after verification."""
-    from cards import wire
-
-    return wire.ResolveResult(
-        experiment_id=resolved.card.experiment_id,
-        path=resolved.path,
-        chunk_manifest_path=resolved.manifest_path,
-        artifact=artifact_view(resolved.card),
-        card=card_view(resolved.card),
-        freshness=resolved.freshness,
-        verified_at=iso(resolved.verified_at),
-        warnings=list(resolved.warnings),
-    )
+    return {
+        "experiment_id": resolved.card.experiment_id,
+        "path": resolved.path,
+        "chunk_manifest_path": resolved.manifest_path,
+        "artifact": artifact_view(resolved.card),
+        "card": card_view(resolved.card),
+        "freshness": str(resolved.freshness),
+        "verified_at": iso(resolved.verified_at),
+        "warnings": list(resolved.warnings),
+    }
 
 
 def search_hit(
@@ -94,36 +93,34 @@ def search_hit(
     artifact_id: str,
     score: float,
     exact: tuple[str, ...],
-    source: wire.HitSource,
+    source: HitSource,
     available_locally: bool,
     remote_text: str | None = None,
-) -> wire.SearchHit:
-    """One search hit: a local card when there is one, else what Honcho returned."""
-    from cards import wire
-
+) -> dict[str, object]:
+    """One search hit (`wire.SearchHit`): a local card when there is one, else Honcho's text."""
     summary = card.summary if card is not None else remote_text
-    return wire.SearchHit(
-        experiment_id=experiment_id,
-        artifact_id=artifact_id,
-        title=card.title if card is not None else None,
-        summary=None if summary is None else _preview(summary),
-        data_source=card.source if card is not None else None,
-        source_version=card.source_version if card is not None else None,
-        tags=list(card.tags) if card is not None else [],
-        score=round(score, 4),
-        exact=list(exact),
-        source=source,
-        index_state=str(card.index.state) if card is not None else "unknown",
-        available_locally=available_locally,
-        created_at=iso(card.created_at) if card is not None else None,
-        updated_at=iso(card.updated_at) if card is not None else None,
-    )
+    return {
+        "kind": "experiment-card",
+        "experiment_id": experiment_id,
+        "artifact_id": artifact_id,
+        "title": card.title if card is not None else None,
+        "summary": None if summary is None else _preview(summary),
+        "data_source": card.source if card is not None else None,
+        "source_version": card.source_version if card is not None else None,
+        "tags": list(card.tags) if card is not None else [],
+        "score": round(score, 4),
+        "exact": list(exact),
+        "source": str(source),
+        "trust": UNTRUSTED,
+        "index_state": str(card.index.state) if card is not None else "unknown",
+        "available_locally": available_locally,
+        "created_at": iso(card.created_at) if card is not None else None,
+        "updated_at": iso(card.updated_at) if card is not None else None,
+    }
 
 
-def local_hit(hit: SearchHit, *, available_locally: bool = True) -> wire.SearchHit:
+def local_hit(hit: SearchHit, *, available_locally: bool = True) -> dict[str, object]:
     """A hit of the local catalog; the caller says whether its object is present."""
-    from cards import wire
-
     card = hit.card
     return search_hit(
         card,
@@ -131,7 +128,7 @@ def local_hit(hit: SearchHit, *, available_locally: bool = True) -> wire.SearchH
         artifact_id=card.artifact.artifact_id,
         score=hit.score,
         exact=hit.exact,
-        source=wire.HitSource.LOCAL,
+        source=HitSource.LOCAL,
         available_locally=available_locally,
     )
 

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+import msgspec
+
 from cards import (
     ArtifactError,
     ExperimentCardV1,
@@ -244,7 +246,7 @@ class CardIndexer:
 
 
 def _same_but_index(current: ExperimentCardV1, card: ExperimentCardV1) -> bool:
-    return current.model_copy(update={"index": card.index}) == card
+    return msgspec.structs.replace(current, index=card.index) == card
 
 
 def _revision(card: ExperimentCardV1) -> str | None:

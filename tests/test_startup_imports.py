@@ -1,4 +1,4 @@
-"""Start-up: `artmem --help`, `status` and `search` load only what they use (DESIGN.md §8).
+"""Start-up: `--help`, `status`, `search` and `resolve` load only what they use (DESIGN.md §8).
 
 Each command runs in a fresh interpreter with `-X importtime` against a real small store, and
 the set of modules it loaded is checked: a module-set assertion, never a timing one.
@@ -31,11 +31,17 @@ _RUN = (
 HEAVY = {"pyarrow", "honcho", "httpx", "anyio", "duckdb", "indexer.honcho_adapter", "sqlite3"}
 FORBIDDEN = {
     "--help": HEAVY | {"pydantic", "cards.model", "cards.wire", "cas._store", "indexer"},
-    # The configuration is msgspec structs and status reads no card it need not parse.
+    # The configuration and stored cards are msgspec structs; only caller input (record, the
+    # tools' arguments) and the wire models the tools validate against are pydantic.
     "status": HEAVY
     | {"pydantic", "cards.model", "cards.wire", "cas.slicing._formats"}
     | {"harness_plugin._table_commands"},
-    "search": HEAVY | {"cas.slicing._formats", "harness_plugin._table_commands"},
+    "search": HEAVY
+    | {"pydantic", "cards.model", "cards.wire", "cas.slicing._formats"}
+    | {"harness_plugin._table_commands"},
+    "resolve": HEAVY
+    | {"pydantic", "cards.model", "cards.wire", "cas.slicing._formats", "cas._catalog"}
+    | {"harness_plugin._table_commands", "harness_plugin._listing"},
 }
 
 
@@ -60,21 +66,22 @@ def _loaded(argv: list[str], cwd: Path, config: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def small_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def small_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     tmp = tmp_path_factory.mktemp("startup")
     config, project_root = write_config(tmp)
     exports = tmp / "rlm" / "sessions" / "s1" / "exports"
     exports.mkdir(parents=True)
     (exports / "r.csv").write_text("cohort,response\na,1\n")
     store = load_config(str(config)).store("trial-analysis")
-    store.record(str(tmp / "rlm"), Provenance(session_id="s1"), make_metadata(), "r.csv")
-    return config, project_root
+    recorded = store.record(str(tmp / "rlm"), Provenance(session_id="s1"), make_metadata(), "r.csv")
+    return config, project_root, recorded.card.experiment_id
 
 
 @pytest.mark.parametrize("command", sorted(FORBIDDEN))
 def test_a_command_loads_no_heavy_module_it_does_not_use(command, small_store):
-    config, project_root = small_store
-    argv = ["search", "cohort"] if command == "search" else [command]
+    config, project_root, experiment = small_store
+    arguments = {"search": ["cohort"], "resolve": [experiment]}
+    argv = [command, *arguments.get(command, [])]
     loaded = _loaded(argv, project_root, config)
     assert "harness_plugin.cli" in loaded  # the probe did run the CLI
     heavy = {name for name in loaded if name in FORBIDDEN[command]}
@@ -82,6 +89,6 @@ def test_a_command_loads_no_heavy_module_it_does_not_use(command, small_store):
 
 
 def test_search_and_status_read_the_saved_catalog(small_store):
-    config, project_root = small_store
+    config, project_root, _ = small_store
     for argv in (["status"], ["search", "cohort"]):
         assert "cas._catalog_persist" in _loaded(argv, project_root, config)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from hypothesis import given
-from pydantic import ValidationError
+from hypothesis import strategies as st
 from strategies import build_card, metadata_fields
 
 from cards import (
@@ -162,8 +163,8 @@ def test_limits_may_only_be_lowered(overrides):
 
 def test_cards_are_immutable():
     card = build_card(BASE)
-    with pytest.raises(ValidationError):
-        card.title = "changed"
+    with pytest.raises(AttributeError):
+        card.title = "changed"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -184,3 +185,71 @@ def test_freshness_states(recorded, current, expected):
     assert state is expected
     has_warning = freshness_warning(state) is not None
     assert has_warning == (expected in (Freshness.STALE, Freshness.UNVERIFIABLE))
+
+
+# Characters that tell two regex engines apart, if anything does: every kind of space, line and
+# paragraph separators, controls at both ends of C0/C1, a byte-order mark, astral characters.
+_TRICKY = [
+    *"ab \t\n\r\x0b\x0c\x00\x1f\x7f\x80\x85\x9f\xa0\xe9",
+    *"\u1680\u180e\u2000\u200a\u200b\u2028\u2029\u202f\u205f\u3000\ufeff\U0001f600",
+]
+
+
+def _accepts(field: str, text: str) -> tuple[bool, bool]:
+    """Whether caller metadata (pydantic, Rust's regex) and a stored card (msgspec, Python's
+    `re`) accept `text` as `field`."""
+    try:
+        parse_metadata({**BASE, field: text})
+        metadata_ok = True
+    except InvalidInput:
+        metadata_ok = False
+    try:
+        parse_card(_doc(**{field: text}))
+        card_ok = True
+    except CardInvalid:
+        card_ok = False
+    return metadata_ok, card_ok
+
+
+def test_a_card_and_its_metadata_accept_exactly_the_same_characters():
+    differ = [
+        (field, text)
+        for field in ("title", "summary", "source")
+        for c in _TRICKY
+        for text in (c, f"a{c}", f"{c}a", f"a{c}a", c * 2)
+        if len(set(_accepts(field, text))) != 1
+    ]
+    assert differ == []
+
+
+@given(
+    field=st.sampled_from(["title", "summary", "source"]),
+    text=st.text(alphabet=st.sampled_from(_TRICKY), max_size=6),
+)
+def test_a_card_and_its_metadata_accept_exactly_the_same_text(field, text):
+    metadata_ok, card_ok = _accepts(field, text)
+    assert metadata_ok == card_ok
+
+
+@pytest.mark.parametrize("field", ["title", "source", "tags", "query_fingerprint"])
+def test_a_final_newline_is_refused_on_a_card(field):
+    value = BASE.get(field) or "tag"
+    value = [value[0] + "\n"] if isinstance(value, list) else value + "\n"
+    with pytest.raises(CardInvalid, match=field):
+        parse_card(_doc(**{field: value}))
+
+
+def test_a_card_error_never_echoes_a_foreign_value():
+    secret = "sk-live-abcdefghijklmnop"
+    doc = json.loads(_doc())
+    doc["index"]["state"] = secret
+    with pytest.raises(CardInvalid, match=r"index\.state: is not one of") as info:
+        parse_card(json.dumps(doc).encode())
+    assert secret not in str(info.value)
+
+
+def test_an_invalid_card_is_never_dumped():
+    # A struct's constructor and `replace` check nothing; the bytes written are checked.
+    card = msgspec.structs.replace(build_card(BASE), title="two\nlines")
+    with pytest.raises(CardInvalid, match="title"):
+        dump_card(card)

@@ -5,14 +5,16 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import build_card, metadata_fields
 
 from cards import InvalidId, InvalidInput, parse_card
+from cards.build import with_changes
+from cards.card import ExperimentCardV1, IndexStatus, dump_card
 from cards.errors import CardInvalid
-from cards.model import ExperimentCardV1, IndexStatus, dump_card
 from cards.policy import IndexState
 from cards.redaction import (
     MAX_REDACT_CHARS,
@@ -66,7 +68,7 @@ def make_card(**overrides: object) -> ExperimentCardV1:
     fields.update(overrides)
     card = build_card(fields)
     # Re-validate, so the provenance fields pass the same checks as a card read from disk.
-    return ExperimentCardV1.model_validate({**card.model_dump(), **provenance})
+    return with_changes(card, provenance)
 
 
 def projected(card: ExperimentCardV1) -> RemoteCard:
@@ -320,9 +322,9 @@ def test_a_hostile_card_projects_none_of_its_secrets():
 
 
 def test_controls_smuggled_past_validation_are_still_removed():
-    # model_copy does not validate: this is a card that some future path failed to check.
-    card = make_card().model_copy(
-        update={"title": "t\x00i\x1b[31mtle\x1b[0m", "summary": "s\x07um\r\nmary\x9b2J"}
+    # replace does not validate: this is a card that some future path failed to check.
+    card = msgspec.structs.replace(
+        make_card(), title="t\x00i\x1b[31mtle\x1b[0m", summary="s\x07um\r\nmary\x9b2J"
     )
     remote = projected(card)
     assert not CONTROL.search(remote.content)
@@ -381,7 +383,7 @@ def test_projection_is_deterministic_and_ignores_index_state_and_times():
     first = projected(card)
     again = projected(parse_card(dump_card(card)))
     assert first.model_dump_json() == again.model_dump_json()
-    queued = card.model_copy(update={"index": IndexStatus(state=IndexState.QUEUED, attempts=3)})
+    queued = msgspec.structs.replace(card, index=IndexStatus(state=IndexState.QUEUED, attempts=3))
     assert projected(queued) == first
 
 

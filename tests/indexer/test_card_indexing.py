@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import msgspec
 import pytest
 from conftest import make_metadata
 from honcho_helpers import KEY, settings
@@ -147,7 +148,7 @@ def test_reconcile_requeues_lost_and_exhausted_deliveries_without_duplicates(ws,
     # pretend the acknowledgement was lost and the delivery later exhausted its retries
     store.set_index_status(
         exhausted.experiment_id,
-        exhausted.index.model_copy(update={"state": IndexState.FAILED}),
+        msgspec.structs.replace(exhausted.index, state=IndexState.FAILED),
     )
     remote = project_card(exhausted)
     assert remote.delivery_id == entry_id  # a dead letter is a real document of that delivery

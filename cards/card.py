@@ -1,0 +1,266 @@
+"""The stored documents, `ArtifactRefV1` and `ExperimentCardV1`: validated on write and on read.
+
+They are msgspec structs, decoded and checked in C: reading a card (every resolve, slice and
+search hit) loads no pydantic, whose import and model construction cost a command about 0.15 s
+at start. What a caller says about a result (`cards.model.CardMetadata`, the tools' arguments)
+stays pydantic; the bounds of the text both check are the ones declared below and in `policy`.
+
+A struct's constructor checks nothing but `__post_init__`; the builders (`cards.build`) pass
+every new or changed card through `validated`, which applies every rule a read applies.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from cards import _ids
+from cards._ids import (
+    ArtifactId,
+    ExperimentId,
+    ProjectId,
+    QueryFingerprint,
+    SessionId,
+    artifact_id_for_digest,
+    experiment_id,
+)
+from cards.canonical import canonical_json
+from cards.errors import CardInvalid, UnsupportedVersion, excerpt
+from cards.policy import DEFAULT_LIMITS, IndexState
+
+CARD_SCHEMA_VERSION: Literal[1] = 1
+ARTIFACT_SCHEMA_VERSION: Literal[1] = 1
+LABEL_CHARS = 200
+
+# Display-text rules: no C0/C1 control (tab and newline allowed in the multi-line summary) and
+# at least one non-space character. `cards.model` checks caller input by the same bodies.
+NO_CONTROL = r"[^\x00-\x1f\x7f-\x9f]"
+NO_CONTROL_ML = r"[^\x00-\x08\x0b-\x1f\x7f-\x9f]"
+_VISIBLE = r"[^\s\x00-\x1f\x7f-\x9f]"
+LINE_BODY = rf"{NO_CONTROL}*{_VISIBLE}{NO_CONTROL}*"
+TEXT_BODY = rf"{NO_CONTROL_ML}*{_VISIBLE}{NO_CONTROL_ML}*"
+MEDIA_TYPE_BODY = r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}"
+
+
+def whole(body: str) -> str:
+    """`body` matching a whole string only.
+
+    msgspec matches with `re.search`, hence the end-of-text anchor: `$` would let a final
+    newline through.
+    """
+    return rf"^(?:{body})\Z"
+
+
+LINE = whole(LINE_BODY)
+TEXT = whole(TEXT_BODY)
+MEDIA_TYPE = whole(MEDIA_TYPE_BODY)
+ERROR_CODE = whole(r"[a-z0-9_.]{1,64}")
+SHA256 = whole(_ids.SHA256_HEX.pattern)
+
+
+_L = DEFAULT_LIMITS
+_Title = Annotated[str, Meta(min_length=1, max_length=_L.title_chars, pattern=LINE)]
+_Summary = Annotated[str, Meta(min_length=1, max_length=_L.summary_chars, pattern=TEXT)]
+_Label = Annotated[str, Meta(min_length=1, max_length=LABEL_CHARS, pattern=LINE)]
+_Tag = Annotated[str, Meta(min_length=1, max_length=_L.tag_chars, pattern=LINE)]
+_Column = Annotated[str, Meta(min_length=1, max_length=_L.column_chars, pattern=LINE)]
+_Sha256 = Annotated[str, Meta(pattern=SHA256)]
+_Time = Annotated[datetime, Meta(tz=True)]  # timezone-aware only
+
+
+class _Document(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A stored document: unknown fields fail and nothing is coerced."""
+
+
+class ArtifactRefV1(_Document, frozen=True):
+    """A portable reference to immutable bytes: never a path."""
+
+    schema_version: Literal[1]
+    artifact_id: Annotated[str, Meta(pattern=whole(_ids.ARTIFACT_ID.pattern))]
+    sha256: _Sha256
+    bytes: Annotated[int, Meta(ge=0, le=1 << 50)]
+    media_type: Annotated[str, Meta(pattern=MEDIA_TYPE)]
+    created_at: _Time
+
+    def __post_init__(self) -> None:
+        if artifact_id_for_digest(_digest(self.sha256)) != self.artifact_id:
+            raise ValueError("artifact_id is not the id of sha256")
+
+
+def _digest(hex_digest: str) -> bytes:
+    try:
+        return bytes.fromhex(hex_digest)
+    except ValueError:
+        raise ValueError("sha256 is not hex") from None
+
+
+class IndexStatus(_Document, frozen=True):
+    """A card's Honcho index state, with bounded, content-free attempt metadata."""
+
+    state: IndexState
+    attempts: Annotated[int, Meta(ge=0, le=1_000_000)] = 0
+    last_error: Annotated[str, Meta(pattern=ERROR_CODE)] | None = None
+    updated_at: _Time | None = None
+    # The Honcho projection revision this state is about (set by the indexer; None while the
+    # card is pending, or for a card written before revisions were kept).
+    projection_revision: _Sha256 | None = None
+
+
+class ExperimentCardV1(_Document, frozen=True):
+    """The complete local record connecting a description and provenance to an artifact."""
+
+    schema_version: Literal[1]
+    experiment_id: Annotated[str, Meta(pattern=whole(_ids.EXPERIMENT_ID.pattern))]
+    title: _Title
+    summary: _Summary
+    source: _Label
+    artifact: ArtifactRefV1
+    chunk_manifest_sha256: _Sha256
+    query_fingerprint: _Sha256
+    source_version: _Label
+    project_id: Annotated[str, Meta(pattern=whole(_ids.PROJECT_ID.pattern))]
+    session_id: Annotated[str, Meta(pattern=whole(_ids.SESSION_ID.pattern))]
+    producer: _Label
+    created_at: _Time
+    updated_at: _Time
+    index: IndexStatus
+    shape: Annotated[list[Annotated[int, Meta(ge=0)]], Meta(max_length=8)] | None = None
+    columns: Annotated[list[_Column], Meta(max_length=_L.columns)] = msgspec.field(
+        default_factory=list
+    )
+    tags: Annotated[list[_Tag], Meta(max_length=_L.tags)] = msgspec.field(default_factory=list)
+    root_agent_id: _Label | None = None
+    tool_call_id: _Label | None = None
+
+    def __post_init__(self) -> None:
+        expected = experiment_id(
+            ProjectId(self.project_id),
+            ArtifactId(self.artifact.artifact_id),
+            QueryFingerprint(self.query_fingerprint),
+            self.source_version,
+        )
+        if expected != self.experiment_id:
+            raise ValueError("experiment_id does not match the card's identity fields")
+        if self.updated_at < self.created_at:
+            raise ValueError("updated_at is before created_at")
+
+    @property
+    def typed_experiment_id(self) -> ExperimentId:
+        """The experiment id as its id type."""
+        return ExperimentId(self.experiment_id)
+
+    @property
+    def typed_artifact_id(self) -> ArtifactId:
+        """The artifact id as its id type."""
+        return ArtifactId(self.artifact.artifact_id)
+
+    @property
+    def typed_session_id(self) -> SessionId:
+        """The originating session id as its id type."""
+        return SessionId(self.session_id)
+
+
+_DECODER = msgspec.json.Decoder(ExperimentCardV1)
+
+
+def dump_card(card: ExperimentCardV1) -> bytes:
+    """The canonical bytes of a card, as written to disk: never those of an invalid card.
+
+    Raises:
+        CardInvalid: `card` breaks a rule (a struct built or replaced without `validated`).
+    """
+    return canonical_json(msgspec.to_builtins(validated(card)))
+
+
+def parse_card(raw: bytes) -> ExperimentCardV1:
+    """Validate a card read from disk.
+
+    Raises:
+        UnsupportedVersion: the card (or its artifact reference) has another schema version.
+        CardInvalid: the bytes are not a valid `ExperimentCardV1`.
+    """
+    try:
+        return _DECODER.decode(raw)
+    except msgspec.ValidationError as exc:
+        _raise_unsupported_version(raw)
+        raise CardInvalid(f"invalid experiment card: {describe(exc)}") from None
+    except msgspec.DecodeError:
+        raise CardInvalid("invalid experiment card: <card>: not a JSON document") from None
+
+
+def validated(card: ExperimentCardV1) -> ExperimentCardV1:
+    """`card` checked by every rule a read applies (a struct's constructor checks none).
+
+    Raises:
+        CardInvalid: a field breaks the card's rules (the builders pass checked values).
+    """
+    try:
+        document = msgspec.to_builtins(card, builtin_types=(datetime,))
+        return msgspec.convert(document, ExperimentCardV1)
+    except msgspec.ValidationError as exc:
+        raise CardInvalid(f"invalid experiment card: {describe(exc)}") from None
+
+
+def _raise_unsupported_version(raw: bytes) -> None:
+    try:
+        document = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return
+    if not isinstance(document, dict):
+        return
+    version = document.get("schema_version")
+    if version != CARD_SCHEMA_VERSION:
+        raise UnsupportedVersion(
+            f"unsupported card schema_version {excerpt(version)}", version=version
+        )
+    artifact = document.get("artifact")
+    if isinstance(artifact, dict) and artifact.get("schema_version") != ARTIFACT_SCHEMA_VERSION:
+        version = artifact.get("schema_version")
+        raise UnsupportedVersion(
+            f"unsupported artifact schema_version {excerpt(version)}", version=version
+        )
+
+
+# What a pattern-checked field must look like, by field name (the pattern itself helps nobody).
+FORMS = {
+    "query_fingerprint": "64 lowercase hex characters (a SHA-256 digest)",
+    "media_type": "a lowercase media type such as text/csv or application/vnd.apache.parquet",
+    "sha256": "64 lowercase hex characters",
+    "chunk_manifest_sha256": "64 lowercase hex characters",
+    "projection_revision": "64 lowercase hex characters",
+    "experiment_id": "exp_ followed by 52 characters a-z and 2-7",
+    "artifact_id": "art_ followed by 52 characters a-z and 2-7",
+    "session_id": "a letter or digit, then up to 199 letters, digits, '.', '_' or '-'",
+    "summary": "printable text with at least one non-space character (newlines and tabs allowed)",
+    "last_error": "an error code: 1-64 of a-z, 0-9, '_' and '.'",
+}
+LINE_FORM = "one line of printable text with at least one non-space character"
+
+
+def describe(exc: msgspec.ValidationError) -> str:
+    """Where a card broke a rule and the form the field must take: never the value itself.
+
+    msgspec reports the first failure as "what - at `$.a.b[0]`"; a pattern's text and an enum's
+    offending value are replaced by the field's form, and a foreign key's name is bounded.
+    """
+    message, _, where = str(exc).rpartition(" - at `")
+    if not message:
+        message, where = str(exc), "$`"
+    parts = [p for p in where.rstrip("`").removeprefix("$").replace("[", ".").split(".") if p]
+    path = [p.rstrip("]") for p in parts]
+    field = next((p for p in reversed(path) if not p.isdigit()), "")
+    unknown = "Object contains unknown field `"
+    if message.startswith(unknown):
+        path.append(excerpt(message.removeprefix(unknown).removesuffix("`")))
+        message = "is not a known field (extra_forbidden)"
+    elif "matching regex" in message:
+        message = f"must be {FORMS.get(field, LINE_FORM)} (pattern)"
+    elif message.startswith("Invalid enum value"):
+        message = "is not one of the allowed values (enum)"
+    elif message.startswith("Object missing required field `"):
+        path.append(message.removeprefix("Object missing required field `").removesuffix("`"))
+        message = "is required (missing)"
+    return f"{'.'.join(path) or '<card>'}: {message}"
