@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
-    from indexer._cards import CardAdmission, CardIndexer, ReconcileReport
+    from indexer._admission import CardAdmission
+    from indexer._cards import CardIndexer, ReconcileReport
     from indexer._entry import (
         ConversationRef,
         OutboundMessage,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from indexer.honcho_adapter import HonchoMemoryService, HonchoSettings
 
 _EXPORTS = {
-    "CardAdmission": "indexer._cards",
+    "CardAdmission": "indexer._admission",
     "CardIndexer": "indexer._cards",
     "ReconcileReport": "indexer._cards",
     "ConversationRef": "indexer._entry",

@@ -25,6 +25,7 @@ from cards import (
 )
 from cards.remote import ProjectionSkipped, RemoteCard, project_card
 from cas import Store, utc_now
+from indexer._admission import CardAdmission
 from indexer._entry import (
     ENTRY_SCHEMA_VERSION,
     CardRef,
@@ -41,20 +42,6 @@ Clock = Callable[[], datetime]
 # Dead letters for these reasons may be retried by reconciliation; a rejection may not. A
 # corrupt document never reached a verdict from Honcho, so its card gets a fresh admission.
 RETRYABLE_DEAD = frozenset({EXHAUSTED, CORRUPT})
-
-
-@dataclass(frozen=True, slots=True)
-class CardAdmission:
-    """What admitting a card's projection did, and the card as it stands afterwards."""
-
-    queued: bool
-    card: ExperimentCardV1
-    reason: str | None = None
-
-    @property
-    def state(self) -> IndexState:
-        """The card's index state after admission."""
-        return self.card.index.state
 
 
 @dataclass
