@@ -187,7 +187,7 @@ def parse_card(raw: bytes) -> ExperimentCardV1:
     except msgspec.ValidationError as exc:
         _raise_unsupported_version(raw)
         raise CardInvalid(f"invalid experiment card: {describe(exc)}") from None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # a hostile file may nest without end
         raise CardInvalid("invalid experiment card: <card>: not a JSON document") from None
 
 
@@ -207,7 +207,7 @@ def validated(card: ExperimentCardV1) -> ExperimentCardV1:
 def _raise_unsupported_version(raw: bytes) -> None:
     try:
         document = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return
     if not isinstance(document, dict):
         return

@@ -421,6 +421,8 @@ def parse_config(text: str) -> Config:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"the configuration is not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError("the configuration is not valid TOML: it nests too deeply") from None
     return config_from_mapping(document)
 
 
@@ -435,6 +437,8 @@ def config_from_mapping(document: Mapping[str, object]) -> Config:
         return msgspec.convert(document, Config)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"invalid configuration: {_describe(exc)}") from exc
+    except RecursionError:
+        raise ConfigError("invalid configuration: it nests too deeply") from None
 
 
 def _describe(exc: msgspec.ValidationError) -> str:

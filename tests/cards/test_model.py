@@ -92,7 +92,19 @@ def test_a_card_whose_artifact_id_does_not_match_its_digest_is_invalid():
         parse_card(json.dumps(doc).encode())
 
 
-@pytest.mark.parametrize("raw", [b"", b"[]", b"{", b"null", b'{"schema_version": 1}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"[]",
+        b"{",
+        b"null",
+        b'{"schema_version": 1}',
+        b"[" * 500_000,  # nesting deeper than any decoder recurses
+        b'{"schema_version": 1, "title": ' + b"[" * 500_000 + b"]" * 500_000 + b"}",
+        b'{"schema_version": 1, "extra": ' + b"[" * 500_000 + b"]" * 500_000 + b"}",
+    ],
+)
 def test_garbage_is_invalid(raw):
     with pytest.raises(CardInvalid):
         parse_card(raw)

@@ -209,3 +209,10 @@ def test_an_error_names_the_key_by_its_path(tmp_path):
         parse_config(_toml(tmp_path) + "\n[honcho]\ntimeout_s = inf\n")
     with pytest.raises(ConfigError, match=r"honcho\.timeout_s: Expected `float` > 0"):
         parse_config(_toml(tmp_path) + "\n[honcho]\ntimeout_s = nan\n")
+
+
+@pytest.mark.parametrize("where", ["", "\n[limits]\n"])
+def test_a_configuration_nesting_without_end_is_a_config_error(tmp_path, where):
+    deep = "x = " + "[" * 100_000 + "]" * 100_000 + "\n"
+    with pytest.raises(ConfigError, match="nests too deeply"):
+        parse_config(_toml(tmp_path) + where + deep if where else deep + _toml(tmp_path))
