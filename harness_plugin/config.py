@@ -97,6 +97,8 @@ def _given(section: Section) -> dict[str, int]:
 
 
 def _check_base_url(name: str, value: str) -> None:
+    if not value.isprintable() or any(c.isspace() for c in value):
+        raise ValueError(f"{name} must not hold spaces or control characters")
     url = urlsplit(value)
     if url.scheme not in ("http", "https") or not url.hostname:
         raise ValueError(f"{name} must be an absolute http(s) URL")
@@ -111,8 +113,9 @@ def _without_slash(section: Section, name: str) -> None:
         msgspec.structs.force_setattr(section, name, value.rstrip("/"))
 
 
-# Honcho's id alphabet (`cards.is_honcho_id`), checked by msgspec.
-HonchoId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,512}$")]
+# Honcho's id alphabet (`cards.is_honcho_id`). msgspec matches patterns with `re.search`, so
+# they end in `\Z`: a `$` would let a final newline through.
+HonchoId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,512}\Z")]
 
 
 class HonchoConfig(Section, frozen=True):
@@ -127,7 +130,7 @@ class HonchoConfig(Section, frozen=True):
     workspace_id: HonchoId = "artmem"
     user_peer_id: HonchoId = "user"
     assistant_peer_id: HonchoId = "artmem-assistant"
-    api_key_env: Annotated[str, Meta(pattern=r"^[A-Z_][A-Z0-9_]{0,127}$")] = "HONCHO_API_KEY"
+    api_key_env: Annotated[str, Meta(pattern=r"^[A-Z_][A-Z0-9_]{0,127}\Z")] = "HONCHO_API_KEY"
     timeout_s: Annotated[float, Meta(gt=0, le=120)] = 5.0
     create_workspace: bool = False
     max_sessions_in_flight: Annotated[int, Meta(ge=1, le=64)] = 4

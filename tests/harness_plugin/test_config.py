@@ -216,3 +216,17 @@ def test_a_configuration_nesting_without_end_is_a_config_error(tmp_path, where):
     deep = "x = " + "[" * 100_000 + "]" * 100_000 + "\n"
     with pytest.raises(ConfigError, match="nests too deeply"):
         parse_config(_toml(tmp_path) + where + deep if where else deep + _toml(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("table", "text"),
+    [
+        ("honcho", 'workspace_id = "artmem\\n"'),
+        ("honcho", 'api_key_env = "HONCHO_API_KEY\\n"'),
+        ("honcho", 'base_url = "http://127.0.0.1:8000\\n"'),
+        ("storage", 'backend = "s3"\nbucket = "b-1"\nendpoint_url = "http://minio\\t:9000"'),
+    ],
+)
+def test_a_final_newline_or_a_tab_never_passes_a_pattern(tmp_path, table, text):
+    with pytest.raises(ConfigError, match=table):
+        parse_config(_toml(tmp_path) + f"\n[{table}]\n{text}\n")
