@@ -1,8 +1,8 @@
 """The pure core of artmem: identities, canonical JSON, card models, bounds and errors.
 
-Nothing here does I/O, reads the clock or draws randomness. The stored documents (`cards.card`,
-msgspec) and the pydantic models (`cards.model`, `cards.remote`) load on first use (PEP 562),
-so `artmem --help` builds neither and reading a card never imports pydantic.
+Nothing here does I/O, reads the clock or draws randomness. The card structs (`cards.card`,
+msgspec) and the pydantic models (`cards.model`, `cards.wire`, `cards.remote`) load on first use
+(PEP 562): `artmem --help` builds neither, and recording or reading a card imports no pydantic.
 """
 
 from typing import TYPE_CHECKING
@@ -53,8 +53,15 @@ from cards.lazy import lazy_exports as _lazy_exports
 from cards.policy import DEFAULT_LIMITS, Freshness, IndexState, Limits, freshness_verdict
 
 if TYPE_CHECKING:
-    from cards.card import ExperimentCardV1, IndexStatus, dump_card, parse_card
-    from cards.model import CardMetadata, parse_metadata, validation_message
+    from cards.card import (
+        CardMetadata,
+        ExperimentCardV1,
+        IndexStatus,
+        dump_card,
+        parse_card,
+        parse_metadata,
+    )
+    from cards.model import validation_message
     from cards.remote import (
         RemoteCard,
         card_delivery_id,
@@ -64,12 +71,12 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
-    "CardMetadata": "cards.model",
+    "CardMetadata": "cards.card",
     "ExperimentCardV1": "cards.card",
     "IndexStatus": "cards.card",
     "dump_card": "cards.card",
     "parse_card": "cards.card",
-    "parse_metadata": "cards.model",
+    "parse_metadata": "cards.card",
     "validation_message": "cards.model",
     "RemoteCard": "cards.remote",
     "card_delivery_id": "cards.remote",

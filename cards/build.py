@@ -29,8 +29,8 @@ from cards.card import (
 )
 from cards.policy import UNKNOWN_SOURCE_VERSION, IndexState
 
-if TYPE_CHECKING:  # metadata is read, never built, here: building cards loads no pydantic
-    from cards.model import CardMetadata
+if TYPE_CHECKING:
+    from cards.card import CardMetadata
 
 PRODUCER = "artmem 0.1.0"
 _REQUIRED = ("title", "summary", "source")
@@ -130,7 +130,7 @@ def revised_card(
 ) -> ExperimentCardV1:
     """`existing` with the descriptive fields `metadata` sets; `existing` itself when equal.
 
-    An optional field `metadata` leaves unset (`model_fields_set`) keeps its value on the card:
+    An optional field `metadata` leaves unset (not in `given`) keeps its value on the card:
     recording the same bytes again without tags keeps the tags; an explicit empty list clears
     them. Identity fields never change (they made the experiment id). New descriptive text is a
     new projection revision, so an indexed card goes back to `pending`.
@@ -138,7 +138,7 @@ def revised_card(
     descriptive = _descriptive(metadata)
     current = {name: getattr(existing, name) for name in descriptive}
     media_type = existing.artifact.media_type
-    if "media_type" in metadata.model_fields_set:
+    if "media_type" in metadata.given:
         media_type = metadata.media_type
     if current == descriptive and existing.artifact.media_type == media_type:
         return existing
@@ -184,7 +184,7 @@ def record_warnings(card: ExperimentCardV1, *, deduplicated: bool) -> tuple[str,
 
 
 def _descriptive(metadata: CardMetadata) -> dict[str, object]:
-    given = metadata.model_fields_set
+    given = metadata.given
     fields: dict[str, object] = {name: getattr(metadata, name) for name in _REQUIRED}
     for name in _OPTIONAL:
         if name in given:

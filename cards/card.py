@@ -1,12 +1,13 @@
-"""The stored documents, `ArtifactRefV1` and `ExperimentCardV1`: validated on write and on read.
+"""The card and what a caller says about it: `ExperimentCardV1`, `ArtifactRefV1`, `CardMetadata`.
 
-They are msgspec structs, decoded and checked in C: reading a card (every resolve, slice and
-search hit) loads no pydantic, whose import and model construction cost a command about 0.15 s
-at start. What a caller says about a result (`cards.model.CardMetadata`, the tools' arguments)
-stays pydantic; the bounds of the text both check are the ones declared below and in `policy`.
+They are msgspec structs, decoded and checked in C: recording, resolving, slicing and searching
+load no pydantic, whose import and model construction cost a command about 0.15 s at start.
+Only the tools' arguments (`cards.model`, `cards.wire`) are pydantic models, for their JSON
+Schemas; they check text by the same pattern bodies, declared here.
 
 A struct's constructor checks nothing but `__post_init__`; the builders (`cards.build`) pass
-every new or changed card through `validated`, which applies every rule a read applies.
+every new or changed card through `validated`, which applies every rule a read applies, and
+`dump_card` refuses a card that breaks one.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from cards._ids import (
     experiment_id,
 )
 from cards.canonical import canonical_json
-from cards.errors import CardInvalid, UnsupportedVersion, excerpt
-from cards.policy import DEFAULT_LIMITS, IndexState
+from cards.errors import CardInvalid, InvalidInput, UnsupportedVersion, excerpt
+from cards.policy import DEFAULT_LIMITS, IndexState, Limits
 
 CARD_SCHEMA_VERSION: Literal[1] = 1
 ARTIFACT_SCHEMA_VERSION: Literal[1] = 1
@@ -66,9 +67,14 @@ _Title = Annotated[str, Meta(min_length=1, max_length=_L.title_chars, pattern=LI
 _Summary = Annotated[str, Meta(min_length=1, max_length=_L.summary_chars, pattern=TEXT)]
 _Label = Annotated[str, Meta(min_length=1, max_length=LABEL_CHARS, pattern=LINE)]
 _Tag = Annotated[str, Meta(min_length=1, max_length=_L.tag_chars, pattern=LINE)]
-_Column = Annotated[str, Meta(min_length=1, max_length=_L.column_chars, pattern=LINE)]
+Column = Annotated[str, Meta(min_length=1, max_length=_L.column_chars, pattern=LINE)]
 _Sha256 = Annotated[str, Meta(pattern=SHA256)]
 _Time = Annotated[datetime, Meta(tz=True)]  # timezone-aware only
+_MediaType = Annotated[str, Meta(pattern=MEDIA_TYPE)]
+_Shape = Annotated[list[Annotated[int, Meta(ge=0)]], Meta(max_length=8)]
+_Columns = Annotated[list[Column], Meta(max_length=_L.columns)]
+_Tags = Annotated[list[_Tag], Meta(max_length=_L.tags)]
+OCTET_STREAM = "application/octet-stream"
 
 
 class _Document(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -82,7 +88,7 @@ class ArtifactRefV1(_Document, frozen=True):
     artifact_id: Annotated[str, Meta(pattern=whole(_ids.ARTIFACT_ID.pattern))]
     sha256: _Sha256
     bytes: Annotated[int, Meta(ge=0, le=1 << 50)]
-    media_type: Annotated[str, Meta(pattern=MEDIA_TYPE)]
+    media_type: _MediaType
     created_at: _Time
 
     def __post_init__(self) -> None:
@@ -127,11 +133,9 @@ class ExperimentCardV1(_Document, frozen=True):
     created_at: _Time
     updated_at: _Time
     index: IndexStatus
-    shape: Annotated[list[Annotated[int, Meta(ge=0)]], Meta(max_length=8)] | None = None
-    columns: Annotated[list[_Column], Meta(max_length=_L.columns)] = msgspec.field(
-        default_factory=list
-    )
-    tags: Annotated[list[_Tag], Meta(max_length=_L.tags)] = msgspec.field(default_factory=list)
+    shape: _Shape | None = None
+    columns: _Columns = msgspec.field(default_factory=list)
+    tags: _Tags = msgspec.field(default_factory=list)
     root_agent_id: _Label | None = None
     tool_call_id: _Label | None = None
 
@@ -164,6 +168,97 @@ class ExperimentCardV1(_Document, frozen=True):
 
 
 _DECODER = msgspec.json.Decoder(ExperimentCardV1)
+
+# The fields of `CardMetadata` a caller may leave out; a re-record keeps the card's value of one
+# left out (see `cards.build.revised_card`).
+OPTIONAL_METADATA = frozenset({"shape", "columns", "tags", "media_type"})
+
+
+class CardMetadata(_Document, frozen=True):
+    """What a caller says about a result: everything on a card that the caller chooses.
+
+    `given` names the fields the caller set (`parse_metadata`), or that reading the bytes
+    proved (`cas`): an optional field not in it keeps a re-recorded card's value.
+    """
+
+    title: _Title
+    summary: _Summary
+    source: _Label
+    query_fingerprint: _Sha256
+    source_version: _Label
+    shape: _Shape | None = None
+    columns: _Columns = msgspec.field(default_factory=list)
+    tags: _Tags = msgspec.field(default_factory=list)
+    media_type: _MediaType = OCTET_STREAM
+    given: frozenset[str] = frozenset()
+
+    def check(self, limits: Limits) -> None:
+        """Check the operator's (possibly lowered) bounds; the struct holds the defaults.
+
+        Raises:
+            InvalidInput: a field is longer or has more entries than `limits` allow.
+        """
+        checks = (
+            ("title", len(self.title), limits.title_chars),
+            ("summary", len(self.summary), limits.summary_chars),
+            ("tags", len(self.tags), limits.tags),
+            ("tags", max(map(len, self.tags), default=0), limits.tag_chars),
+            ("columns", len(self.columns), limits.columns),
+            ("columns", max(map(len, self.columns), default=0), limits.column_chars),
+        )
+        for name, actual, bound in checks:
+            if actual > bound:
+                raise InvalidInput(f"{name} exceeds the configured bound of {bound}")
+
+    def with_values(self, values: dict[str, object], *, given: bool) -> CardMetadata:
+        """These metadata with `values` (checked by every rule), counted as given if `given`.
+
+        Raises:
+            InvalidInput: a value breaks a rule.
+        """
+        names = self.given | frozenset(values) if given else self.given
+        return _metadata(msgspec.structs.asdict(self) | values | {"given": names})
+
+
+def parse_metadata(fields: dict[str, object]) -> CardMetadata:
+    """Validate caller-supplied card metadata; the fields present count as given.
+
+    Raises:
+        InvalidInput: a field is missing, malformed or out of bounds (the message names fields,
+            never their values).
+    """
+    if "given" in fields:  # ours, never the caller's
+        raise InvalidInput("invalid card metadata: given: is not a known field (extra_forbidden)")
+    return _metadata({**fields, "given": frozenset(fields) & OPTIONAL_METADATA})
+
+
+def _metadata(document: dict[str, object]) -> CardMetadata:
+    try:
+        return msgspec.convert(document, CardMetadata)
+    except msgspec.ValidationError as exc:
+        problems = _every_problem(document) or [describe(exc)]
+        raise InvalidInput(f"invalid card metadata: {'; '.join(problems[:5])}") from None
+    except RecursionError:
+        raise InvalidInput("invalid card metadata: <metadata>: nests too deeply") from None
+
+
+def _every_problem(document: dict[str, object]) -> list[str]:
+    """Each field's first problem (msgspec stops at the first): a person fixes all at once."""
+    fields = {field.name: field for field in msgspec.structs.fields(CardMetadata)}
+    problems = [
+        f"{excerpt(name)}: is not a known field (extra_forbidden)"
+        for name in document
+        if name not in fields
+    ]
+    for name, field in fields.items():
+        if name not in document:
+            problems += [f"{name}: is required (missing)"] if field.required else []
+            continue
+        try:
+            msgspec.convert(document[name], field.type)
+        except msgspec.ValidationError as exc:
+            problems.append(describe(exc, name))
+    return problems
 
 
 def dump_card(card: ExperimentCardV1) -> bytes:
@@ -240,17 +335,18 @@ FORMS = {
 LINE_FORM = "one line of printable text with at least one non-space character"
 
 
-def describe(exc: msgspec.ValidationError) -> str:
+def describe(exc: msgspec.ValidationError, within: str = "") -> str:
     """Where a card broke a rule and the form the field must take: never the value itself.
 
     msgspec reports the first failure as "what - at `$.a.b[0]`"; a pattern's text and an enum's
     offending value are replaced by the field's form, and a foreign key's name is bounded.
+    `within` names the field that `exc` is about when it came from checking that field alone.
     """
     message, _, where = str(exc).rpartition(" - at `")
     if not message:
         message, where = str(exc), "$`"
     parts = [p for p in where.rstrip("`").removeprefix("$").replace("[", ".").split(".") if p]
-    path = [p.rstrip("]") for p in parts]
+    path = [p for p in (within, *(p.rstrip("]") for p in parts)) if p]
     field = next((p for p in reversed(path) if not p.isdigit()), "")
     unknown = "Object contains unknown field `"
     if message.startswith(unknown):
@@ -263,4 +359,19 @@ def describe(exc: msgspec.ValidationError) -> str:
     elif message.startswith("Object missing required field `"):
         path.append(message.removeprefix("Object missing required field `").removesuffix("`"))
         message = "is required (missing)"
+    else:
+        message = _plain(message)
     return f"{'.'.join(path) or '<card>'}: {message}"
+
+
+def _plain(message: str) -> str:
+    """Msgspec's length bounds in words ("Expected `str` of length <= 200")."""
+    kind, _, bound = message.partition(" of length ")
+    unit = {"Expected `str`": "characters", "Expected `array`": "entries"}.get(kind)
+    if unit is None or not bound[3:].isdigit():
+        return message
+    if bound.startswith("<= "):
+        return f"too long: at most {bound[3:]} {unit}"
+    if bound.startswith(">= "):
+        return f"too short: at least {bound[3:]} {unit}"
+    return message

@@ -1,7 +1,9 @@
-"""What a caller says about a result: `CardMetadata` (record, re-record, the tools' arguments).
+"""The tools' metadata arguments as a pydantic model (`MetadataFields`), for their JSON Schema.
 
-Caller input is validated by pydantic models, which also give the tools their JSON Schemas; the
-stored documents (`cards.card`) are msgspec structs and check the same text by the same rules.
+The store takes `cards.card.CardMetadata` (a msgspec struct); a tool's arguments become one
+through `parse_metadata`, which checks them again by the same rules (the same pattern bodies, and
+a test that both accept exactly the same text). `validation_message` describes any pydantic
+validation failure without echoing the offending value.
 """
 
 from __future__ import annotations
@@ -12,9 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
 from cards import _ids
-from cards.card import FORMS, LABEL_CHARS, LINE_BODY, LINE_FORM, MEDIA_TYPE_BODY, TEXT_BODY
-from cards.errors import InvalidInput
-from cards.policy import DEFAULT_LIMITS, Limits
+from cards.card import (
+    FORMS,
+    LABEL_CHARS,
+    LINE_BODY,
+    LINE_FORM,
+    MEDIA_TYPE_BODY,
+    OCTET_STREAM,
+    TEXT_BODY,
+)
+from cards.policy import DEFAULT_LIMITS
 
 
 def _whole(body: str) -> str:
@@ -39,11 +48,8 @@ Tags = Annotated[list[Tag], Field(max_length=_L.tags)]
 Columns = Annotated[list[Column], Field(max_length=_L.columns)]
 
 
-class CardMetadata(BaseModel):
-    """What a caller says about a result: everything on a card that the caller chooses.
-
-    The descriptive fields are the card's (`cards.card.ExperimentCardV1`), by the same rules.
-    """
+class MetadataFields(BaseModel):
+    """The card metadata a tool's caller gives (`cards.card.CardMetadata`), as arguments."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -57,38 +63,7 @@ class CardMetadata(BaseModel):
         description="lowercase SHA-256 hex of a stable description of the query and parameters"
     )
     source_version: Label = Field(description="dataset snapshot or commit; 'unknown' allowed")
-    media_type: MediaType = "application/octet-stream"
-
-    def check(self, limits: Limits) -> None:
-        """Check the operator's (possibly lowered) bounds; the model holds the defaults.
-
-        Raises:
-            InvalidInput: a field is longer or has more entries than `limits` allow.
-        """
-        checks = (
-            ("title", len(self.title), limits.title_chars),
-            ("summary", len(self.summary), limits.summary_chars),
-            ("tags", len(self.tags), limits.tags),
-            ("tags", max(map(len, self.tags), default=0), limits.tag_chars),
-            ("columns", len(self.columns), limits.columns),
-            ("columns", max(map(len, self.columns), default=0), limits.column_chars),
-        )
-        for name, actual, bound in checks:
-            if actual > bound:
-                raise InvalidInput(f"{name} exceeds the configured bound of {bound}")
-
-
-def parse_metadata(fields: dict[str, object]) -> CardMetadata:
-    """Validate caller-supplied card metadata.
-
-    Raises:
-        InvalidInput: a field is missing, malformed or out of bounds (the message names fields,
-            never their values).
-    """
-    try:
-        return CardMetadata.model_validate(fields)
-    except ValidationError as exc:
-        raise InvalidInput(f"invalid card metadata: {_summarise(exc)}") from exc
+    media_type: MediaType = OCTET_STREAM
 
 
 def _summarise(exc: ValidationError) -> str:

@@ -13,7 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cards.model import CardMetadata, Label
+from cards.card import CardMetadata, parse_metadata
+from cards.model import Label, MetadataFields
 from cards.policy import DEFAULT_LIMITS, UNTRUSTED, Freshness, HitSource, IndexState
 from cards.wire_memory import RecalledItem
 
@@ -37,7 +38,7 @@ class RemoteStatus(enum.StrEnum):
     DISABLED = "disabled"
 
 
-class RecordArgs(CardMetadata):
+class RecordArgs(MetadataFields):
     """Record a file the kernel wrote in its session's exports/ directory."""
 
     model_config = _IN
@@ -51,9 +52,7 @@ class RecordArgs(CardMetadata):
 
         A re-record keeps a card's values for unset optional fields (see `cards.build`).
         """
-        return CardMetadata.model_validate(
-            self.model_dump(exclude={"source_path"}, exclude_unset=True)
-        )
+        return parse_metadata(self.model_dump(exclude={"source_path"}, exclude_unset=True))
 
 
 class RecordResult(BaseModel):

@@ -47,14 +47,12 @@ def detect(fd: int, size: int, name: str, metadata: CardMetadata) -> CardMetadat
         detected = sniff(fd, size, name)
     except OSError as exc:
         raise StoreIOError(f"cannot read the staged object: {exc.strerror}") from exc
-    given = metadata.model_fields_set
-    if "media_type" in given:
+    if "media_type" in metadata.given:
         check_media_type(metadata.media_type, detected)
         return metadata
     if detected is None:
         return metadata
-    given = given | ({"media_type"} if detected in MAGIC_TYPES else set())
-    return CardMetadata.model_construct(given, **(metadata.model_dump() | {"media_type": detected}))
+    return metadata.with_values({"media_type": detected}, given=detected in MAGIC_TYPES)
 
 
 def sniff(fd: int, size: int, name: str) -> str | None:

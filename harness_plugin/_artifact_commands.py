@@ -1,7 +1,7 @@
 """The experiment commands: `record`, `resolve`, `show`, `slice`, `search`, `list`, `export`.
 
-Loaded only when one of them runs (`artmem --help` imports none of this). Only `record`
-validates caller input with pydantic; the commands that read cards never import it.
+Loaded only when one of them runs (`artmem --help` imports none of this). None of them imports
+pydantic (the cards and their metadata are msgspec structs).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from harness_plugin._progress import progress_for
 
 
 def record(args: argparse.Namespace) -> Outcome:
-    from cards import parse_metadata  # caller input is pydantic; the reading commands load none
+    from cards import parse_metadata
 
     runtime, store = start(args)
     fields: dict[str, object] = {

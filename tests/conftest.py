@@ -31,6 +31,11 @@ def fingerprint(text: str = "q") -> str:
 
 
 def make_metadata(**overrides: object) -> CardMetadata:
+    return parse_metadata(metadata_fields(**overrides))
+
+
+def metadata_fields(**overrides: object) -> dict[str, object]:
+    """What a caller gives to record a result (the fields of `make_metadata`)."""
     fields: dict[str, object] = {
         "title": "Treatment response by cohort",
         "summary": "Aggregate response table for the preregistered cohort comparison.",
@@ -41,7 +46,7 @@ def make_metadata(**overrides: object) -> CardMetadata:
         "columns": ["cohort", "response"],
     }
     fields.update(overrides)
-    return parse_metadata(fields)
+    return fields
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from bucket_helpers import Host, bucket, keys_below, open_uploads, raw_client, s3_endpoint
-from conftest import PROJECT, SESSION, Workspace, make_metadata
+from conftest import PROJECT, SESSION, Workspace, metadata_fields
 
 from cards import artifact_id_for_digest
 from cas import fsck
@@ -40,7 +40,7 @@ def _job(ws: Workspace, host: Host, name: str, *, ticks: bool = False) -> Path:
         "rlm_root": str(ws.rlm_root),
         "session": SESSION,
         "name": name,
-        "metadata": make_metadata().model_dump(mode="json", exclude_unset=True),
+        "metadata": metadata_fields(),
         "ticks": ticks,
     }
     path = host.state_root.parent / f"job-{host.state_root.name}.json"

@@ -1,4 +1,4 @@
-"""Start-up: `--help`, `status`, `search` and `resolve` load only what they use (DESIGN.md §8).
+"""Start-up: each command loads only what it uses (DESIGN.md §8).
 
 Each command runs in a fresh interpreter with `-X importtime` against a real small store, and
 the set of modules it loaded is checked: a module-set assertion, never a timing one.
@@ -39,6 +39,7 @@ FORBIDDEN = {
     "search": HEAVY
     | {"pydantic", "cards.model", "cards.wire", "cas.slicing._formats"}
     | {"harness_plugin._table_commands"},
+    "record": HEAVY | {"pydantic", "cards.model", "cards.wire", "indexer._cards", "cards.remote"},
     "resolve": HEAVY
     | {"pydantic", "cards.model", "cards.wire", "cas.slicing._formats", "cas._catalog"}
     | {"harness_plugin._table_commands", "harness_plugin._listing"},
@@ -80,7 +81,9 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, s
 @pytest.mark.parametrize("command", sorted(FORBIDDEN))
 def test_a_command_loads_no_heavy_module_it_does_not_use(command, small_store):
     config, project_root, experiment = small_store
-    arguments = {"search": ["cohort"], "resolve": [experiment]}
+    record = ["--session", "s1", "r.csv", "--title", "T", "--summary", "S", "--source", "w"]
+    record += ["--source-version", "v2", "--query-fingerprint", "a" * 64]
+    arguments = {"search": ["cohort"], "resolve": [experiment], "record": record}
     argv = [command, *arguments.get(command, [])]
     loaded = _loaded(argv, project_root, config)
     assert "harness_plugin.cli" in loaded  # the probe did run the CLI

@@ -19,11 +19,11 @@ import functools
 import os
 from dataclasses import dataclass
 
-from pydantic import TypeAdapter, ValidationError
+import msgspec
 
 from cards import CardMetadata, ExperimentCardV1, Limits
+from cards.card import Column
 from cards.errors import ArtifactError, TableUnreadable
-from cards.model import Column
 from cas._chunks import parse_manifest
 from cas.slicing._isolated import Answer, Bounds, bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
@@ -34,7 +34,6 @@ from cas.slicing._reader import VerifiedReader
 FOOTER_LIMITS = DEFAULT_SLICE_LIMITS.lowered(max_seconds=10)
 MAX_NAME_CHARS = 256  # longer than any card column may be: the store skips it, knowing why
 _ANSWER_BYTES = 8 << 20
-_COLUMN = TypeAdapter(Column)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +49,7 @@ def wanted(metadata: CardMetadata, existing: ExperimentCardV1 | None) -> bool:
     """Whether reading the table could fill a field that is neither given nor on the card."""
     if metadata.media_type not in SUPPORTED_MEDIA_TYPES:
         return False
-    given = metadata.model_fields_set
+    given = metadata.given
     columns = "columns" not in given and (existing is None or not existing.columns)
     shape = "shape" not in given and (existing is None or existing.shape is None)
     return columns or (shape and metadata.media_type == PARQUET)  # only Parquet counts rows
@@ -167,7 +166,7 @@ def with_facts(
     """
     if facts is None:
         return metadata, ()
-    given = metadata.model_fields_set
+    given = metadata.given
     updates: dict[str, object] = {}
     warnings: tuple[str, ...] = ()
     if "columns" not in given and (existing is None or not existing.columns):
@@ -179,9 +178,7 @@ def with_facts(
             updates["shape"] = [facts.rows, facts.width]
     if not updates:
         return metadata, warnings
-    values = metadata.model_dump() | updates
-    CardMetadata.model_validate(values)  # the card's own rules, checked before it is built
-    return CardMetadata.model_construct(given | set(updates), **values), warnings
+    return metadata.with_values(updates, given=True), warnings  # checked by the card's rules
 
 
 def card_columns(facts: TableFacts, limits: Limits) -> tuple[list[str], tuple[str, ...]]:
@@ -213,7 +210,7 @@ def card_columns(facts: TableFacts, limits: Limits) -> tuple[list[str], tuple[st
 
 def _fits(name: str) -> bool:
     try:
-        _COLUMN.validate_python(name)
-    except ValidationError:
+        msgspec.convert(name, Column)
+    except msgspec.ValidationError:
         return False
     return True
