@@ -78,7 +78,7 @@ OCTET_STREAM = "application/octet-stream"
 
 
 class _Document(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """A stored document: unknown fields fail and nothing is coerced."""
+    """A card, or part or metadata of one: unknown fields fail and nothing is coerced."""
 
 
 class ArtifactRefV1(_Document, frozen=True):
