@@ -105,20 +105,30 @@ def host(args: argparse.Namespace, work: Path) -> None:
     catalog = LocalCatalog.open(store, state)
     corpus = Corpus(random.Random(args.seed))
     sample = [make_card(corpus, n) for n in range(200)]  # the same cards: exact probes hit
-    queries = [q.text for q in make_queries(corpus, sample, args.queries)]
+    mix = make_queries(corpus, sample, args.queries)
+    queries = [q.text for q in mix]
     for query in queries[:20]:
         catalog.search(query, LIMIT)
     latencies = [timed(partial(catalog.search, q, LIMIT)) * 1e3 for q in queries]
     size = snapshot.stat().st_size
+    journal = Path(str(snapshot) + ".journal")
+    logged = journal.stat().st_size if journal.exists() else 0
     print(
         f"host: {args.cards:,} cards, {len(queries)} queries, limit {LIMIT}, "
-        f"catalog file {size / 1e6:.1f} MB; python {platform.python_version()}"
+        f"catalog file {size / 1e6:.1f} MB + journal {logged / 1e6:.2f} MB; "
+        f"python {platform.python_version()}"
     )
     _row("cold build (parse every card, once)", f"{cold:.2f} s")
     _row("host start, warm", _spread(warm, "s"), "< 1 s")
     _row(f"host start after {args.changed} changed cards", _spread(changed, "s"), "< 1 s")
     _row("search p50 (hits re-read from disk)", f"{percentile(latencies, 50):.2f} ms")
     _row("search p95 (hits re-read from disk)", f"{percentile(latencies, 95):.2f} ms", "< 5 ms")
+    for kind in dict.fromkeys(q.kind for q in mix):
+        of_kind = [ms for ms, q in zip(latencies, mix, strict=True) if q.kind == kind]
+        _row(
+            f"  {kind}: p50 / p95",
+            f"{percentile(of_kind, 50):.2f} / {percentile(of_kind, 95):.2f} ms",
+        )
     if args.fts5:
         fts5(store, queries)
 

@@ -1,15 +1,18 @@
 """The catalog's index: exact keys and BM25 postings over numbered card slots, packable to bytes.
 
 A card enters as an `Entry` (its experiment id, recency, exact keys and weighted term counts)
-and takes a slot number. Postings map a term to {slot: weighted tf}. `pack` turns the index into
-plain values (postings as two arrays of machine integers per term) that `marshal` stores and
-loads in milliseconds; an index made by `unpack` keeps each term's postings packed until a search
-or a change first needs them, so loading 100,000 cards costs no per-posting work.
+and takes a slot number. Each term's postings (`_catalog_postings.Postings`) list its cards by
+slot and by rank. `pack` turns the index into plain values (postings as arrays of machine
+integers per term) that `marshal` stores and loads in milliseconds; an index made by `unpack`
+keeps each term's postings as bytes until a search or a change first needs them, and then copies
+them once: loading 100,000 cards costs no per-posting work, and neither does a first search.
 
 Ranking (spec §30.1): exact matches first with score 1.0, newest first; lexical hits follow,
 ranked by Okapi BM25 (k1 = 1.2, b = 0.75, Lucene's idf) over one virtual field in which a title
 or tag token counts `HEAVY_WEIGHT` times. Lexical scores are divided by the query's best lexical
-score. Ties go to the most recently updated card, then to the smaller experiment id.
+score. Ties go to the most recently updated card, then to the smaller experiment id. Only the
+cards that can rank are scored (`_catalog_postings.top_scores`): a common word costs about as
+much as a rare one.
 """
 
 from __future__ import annotations
@@ -21,25 +24,35 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import itemgetter
 
+from cas._catalog_postings import (
+    PACK_SHAPE,
+    SLOT_CODE,
+    Bm25,
+    ImpactCache,
+    Packed,
+    Postings,
+    count_packed,
+    top_scores,
+)
+
+__all__ = ["B", "EXACT_KINDS", "K1", "PACK_SHAPE", "Entry", "TermIndex"]
+
 K1 = 1.2
 B = 0.75
-# Per-term impacts of terms in at least this many cards are kept until the next change,
-# at most CACHE_MAX_ENTRIES entries (about 100 bytes each), least recently used out first.
+# A search that must score every card of its terms (several common words) keeps their impacts
+# for the next one, while nothing changes: terms of at least CACHE_MIN_POSTINGS cards, at most
+# CACHE_MAX_ENTRIES impacts in all (about 100 bytes each), least recently used out first.
 CACHE_MIN_POSTINGS = 256
 CACHE_MAX_ENTRIES = 200_000
 EXACT_KINDS = ("experiment_id", "artifact_id", "query_fingerprint", "tag", "source_version")
-# Pruning compares float sums; this margin keeps a rounding error from dropping a tied card.
-_SLACK = 1e-9
-# Packed postings: slots as unsigned 32-bit, weighted term frequencies as unsigned 16-bit
-# (a card's fields hold at most a few thousand tokens).
-_SLOTS, _TFS = "I", "H"
-PACK_SHAPE = (array(_SLOTS).itemsize, array(_TFS).itemsize)
+_LETTER = {"artifact_id": "a", "query_fingerprint": "q", "tag": "t", "source_version": "s"}
+_KIND = {letter: kind for kind, letter in _LETTER.items()}
+_UNIT = "\x1f"  # the unit separator: no card value holds a control character
 
 # (-updated_at, experiment_id): ascending order is newest first, ties by experiment id.
 OrderKey = tuple[float, str]
-# kind -> value -> slots holding it
-_ExactIndex = dict[str, dict[str, list[int]]]
-_Packed = dict[str, tuple[bytes, bytes]]
+# kind -> value -> slots holding it (packed: one bytes object, not a list of ints, to load)
+_ExactIndex = dict[str, dict[str, bytes]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,23 +91,21 @@ class TermIndex:
         cache_min_postings: int = CACHE_MIN_POSTINGS,
         cache_max_entries: int = CACHE_MAX_ENTRIES,
     ) -> None:
-        self._cache_min_postings = cache_min_postings
-        self._cache_max_entries = cache_max_entries
+        self._cache = ImpactCache(cache_min_postings, cache_max_entries)
         self._slot_of: dict[str, int] = {}
         self._keys: list[str | None] = []  # slot -> experiment id; None: a free slot
         self._updated: list[float] = []
         self._doc_len: list[int] = []
+        # One string per slot, not a tuple: `marshal` loads 100,000 strings in a fraction of
+        # the time it takes for as many tuples.
         self._doc_terms: list[str] = []  # slot -> its terms, space-separated (for removal)
-        self._doc_exact: list[tuple[tuple[str, str], ...]] = []
+        self._doc_exact: list[str] = []  # slot -> its exact keys (`_joined_exact`)
         self._free: list[int] = []
         self._ages: list[tuple[float, _Descending]] | None = None  # built by `oldest`
         self._exact: _ExactIndex = {kind: {} for kind in EXACT_KINDS[1:]}
-        self._postings: dict[str, dict[int, int]] = {}
-        self._packed: _Packed = {}
+        self._postings: dict[str, Postings] = {}
+        self._packed: dict[str, Packed] = {}  # not touched since loaded
         self._total_len = 0
-        self._norm: list[float] | None = None
-        self._impact_cache: dict[str, dict[int, float]] = {}
-        self._cached_entries = 0
 
     def __len__(self) -> int:
         return len(self._slot_of)
@@ -141,51 +152,47 @@ class TermIndex:
             self._updated.append(0.0)
             self._doc_len.append(0)
             self._doc_terms.append("")
-            self._doc_exact.append(())
+            self._doc_exact.append("")
         self._slot_of[entry.key] = slot
         self._keys[slot] = entry.key
         self._updated[slot] = entry.updated
         if self._ages is not None:
             heapq.heappush(self._ages, (entry.updated, _Descending(entry.key)))
-        self._doc_exact[slot] = entry.exact
+        self._doc_exact[slot] = _joined_exact(entry.exact)
         for kind, value in entry.exact:
-            self._exact[kind].setdefault(value, []).append(slot)
+            held = self._exact[kind]
+            held[value] = held.get(value, b"") + array(SLOT_CODE, (slot,)).tobytes()
         self._doc_terms[slot] = " ".join(entry.tf)
+        self._doc_len[slot] = length = sum(entry.tf.values())
+        self._total_len += length
+        self._cache.clear()  # every change moves the average length
         for term, weight in entry.tf.items():
             postings = self._postings_of(term)
             if postings is None:
-                self._postings[term] = {slot: weight}
-            else:
-                postings[slot] = weight
-        self._doc_len[slot] = length = sum(entry.tf.values())
-        self._total_len += length
-        self._forget_norms()
+                postings = self._postings[term] = Postings()
+            postings.add(slot, weight, length)
 
     def remove(self, key: str) -> None:
         """Drop a held card."""
         slot = self._slot_of.pop(key)
-        for kind, value in self._doc_exact[slot]:
-            slots = self._exact[kind][value]
+        for kind, value in _split_exact(self._doc_exact[slot]):
+            slots = array(SLOT_CODE, self._exact[kind][value])
             slots.remove(slot)
-            if not slots:
+            if slots:
+                self._exact[kind][value] = slots.tobytes()
+            else:
                 del self._exact[kind][value]
         for term in self._doc_terms[slot].split():
             postings = self._postings_of(term)
             assert postings is not None
-            del postings[slot]
+            postings.remove(slot, self._doc_len[slot])
             if not postings:
                 del self._postings[term]
         self._total_len -= self._doc_len[slot]
+        self._cache.clear()
         self._keys[slot], self._doc_len[slot], self._updated[slot] = None, 0, 0.0
-        self._doc_terms[slot], self._doc_exact[slot] = "", ()
+        self._doc_terms[slot], self._doc_exact[slot] = "", ""
         self._free.append(slot)
-        self._forget_norms()
-
-    def _forget_norms(self) -> None:
-        """Drop what depends on the average card length: every change moves it."""
-        self._norm = None
-        self._impact_cache.clear()
-        self._cached_entries = 0
 
     # -- search ----------------------------------------------------------------------------
 
@@ -197,7 +204,7 @@ class TermIndex:
         probes = {"artifact_id": text, "query_fingerprint": text}
         probes |= {"tag": text.casefold(), "source_version": text}
         for kind, probe in probes.items():
-            for slot in self._exact[kind].get(probe, ()):
+            for slot in array(SLOT_CODE, self._exact[kind].get(probe, b"")):
                 key = self._keys[slot]
                 assert key is not None
                 found.setdefault(key, []).append(kind)
@@ -226,30 +233,29 @@ class TermIndex:
         return (-self._updated[slot], key)
 
     def _bm25(self, terms: list[str], wanted: int) -> dict[int, float]:
-        """BM25 scores, scaled by one positive constant, of every card that can rank `wanted`.
+        """BM25 scores, scaled by one positive constant, of a set of cards holding the best.
 
-        Terms go rarest first. Once no card yet unscored could beat the `wanted`-th best
-        score even by matching every remaining term, later terms only update cards already
-        scored (an exact MaxScore cut: common words no longer touch every card).
+        The set holds the `wanted` best cards and every card tied with the last of them (see
+        `top_scores`). Scores are divided by the rarest term's idf: normalising by the best
+        score removes the constant again.
         """
         weighted = self._weighted_terms(terms)
         if not weighted:
             return {}
-        first_idf, first = weighted[0]
-        # Scores are divided by the first term's idf: one fewer multiply per posting, and
-        # normalising by the best score removes the constant again.
-        scores = dict(self._impacts(first))
-        bound = sum(idf for idf, _ in weighted[1:]) / first_idf * (K1 + 1.0)
-        cut = False
-        for idf, term in weighted[1:]:
-            cut, scores = _cut(scores, wanted, bound, cut)
-            factor = idf / first_idf
-            if cut:
-                self._update_scored(scores, term, factor)
-            else:
-                _accumulate(scores, self._impacts(term), factor)
-            bound -= factor * (K1 + 1.0)
-        return scores
+        first_idf = weighted[0][0]
+        factored = [(1.0, self._postings_of(weighted[0][1]))]
+        factored += [(idf / first_idf, self._postings_of(term)) for idf, term in weighted[1:]]
+        return top_scores(
+            [(factor, postings) for factor, postings in factored if postings is not None],
+            wanted,
+            self._bm25_of(),
+        )
+
+    def _bm25_of(self) -> Bm25:
+        count = len(self._slot_of)
+        avg = self._total_len / count if count else 1.0
+        base, slope = K1 * (1.0 - B), K1 * B / (avg or 1.0)
+        return Bm25(base, slope, K1 + 1.0, self._doc_len, self._cache)
 
     def _weighted_terms(self, terms: list[str]) -> list[tuple[float, str]]:
         """(idf, term) of the terms that occur in some card, highest idf first."""
@@ -263,56 +269,13 @@ class TermIndex:
         if postings is not None:
             return len(postings)
         packed = self._packed.get(term)
-        return 0 if packed is None else len(packed[0]) // PACK_SHAPE[0]
+        return 0 if packed is None else count_packed(packed)
 
-    def _postings_of(self, term: str) -> dict[int, int] | None:
+    def _postings_of(self, term: str) -> Postings | None:
         postings = self._postings.get(term)
         if postings is None and term in self._packed:
-            slots, tfs = self._packed.pop(term)
-            postings = self._postings[term] = dict(
-                zip(_unpack(_SLOTS, slots), _unpack(_TFS, tfs), strict=True)
-            )
+            postings = self._postings[term] = Postings.unpack(self._packed.pop(term))
         return postings
-
-    def _impacts(self, term: str) -> dict[int, float]:
-        """(K1 + 1) * tf / (tf + norm) per card holding `term`; frequent terms are cached."""
-        cached = self._impact_cache.pop(term, None)
-        if cached is None:
-            norm = self._length_norms()
-            scale = K1 + 1.0
-            postings = self._postings_of(term) or {}
-            cached = {slot: scale * tf / (tf + norm[slot]) for slot, tf in postings.items()}
-            if not self._cache_min_postings <= len(cached) <= self._cache_max_entries:
-                return cached
-            self._cached_entries += len(cached)
-            while self._cached_entries > self._cache_max_entries and self._impact_cache:
-                oldest = next(iter(self._impact_cache))
-                self._cached_entries -= len(self._impact_cache.pop(oldest))
-        self._impact_cache[term] = cached  # re-inserted last: least recently used goes first
-        return cached
-
-    def _update_scored(self, scores: dict[int, float], term: str, factor: float) -> None:
-        """Add `term`'s contribution to the cards already in `scores` only."""
-        postings, norm = self._postings_of(term) or {}, self._length_norms()
-        scale = K1 + 1.0
-        if len(postings) < len(scores):
-            for slot, tf in postings.items():
-                if slot in scores:
-                    scores[slot] += factor * (scale * tf / (tf + norm[slot]))
-        else:
-            for slot in scores:
-                held = postings.get(slot)
-                if held is not None:
-                    scores[slot] += factor * (scale * held / (held + norm[slot]))
-
-    def _length_norms(self) -> list[float]:
-        """K1 * (1 - B + B * dl / avgdl) per slot, recomputed lazily after a change."""
-        if self._norm is None:
-            count = len(self._slot_of)
-            avg = self._total_len / count if count else 1.0
-            base, slope = K1 * (1.0 - B), K1 * B / (avg or 1.0)
-            self._norm = [base + slope * dl for dl in self._doc_len]
-        return self._norm
 
     def _best(self, scores: dict[int, float], count: int) -> list[int]:
         """The `count` best-ranked slots: score descending, then recency, then experiment id."""
@@ -332,10 +295,7 @@ class TermIndex:
         """The index as plain values `marshal` stores (postings packed per term)."""
         packed = dict(self._packed)
         for term, postings in self._postings.items():
-            packed[term] = (
-                array(_SLOTS, postings.keys()).tobytes(),
-                array(_TFS, postings.values()).tobytes(),
-            )
+            packed[term] = postings.pack(self._doc_len)
         return (
             self._keys,
             self._updated,
@@ -361,7 +321,10 @@ class TermIndex:
             raise ValueError("the packed slot columns differ in length")
         if not isinstance(exact, dict) or set(exact) != set(EXACT_KINDS[1:]):
             raise ValueError("the packed exact keys are malformed")
-        if not isinstance(packed, dict):
+        if not isinstance(packed, dict) or not all(
+            isinstance(parts, tuple) and len(parts) == 4 and all(type(p) is bytes for p in parts)
+            for parts in packed.values()
+        ):
             raise ValueError("the packed postings are malformed")
         index = cls()
         index._keys, index._updated, index._doc_len = keys, updated, doc_len
@@ -373,36 +336,21 @@ class TermIndex:
         return index
 
 
-def _unpack(code: str, data: bytes) -> array[int]:
-    values = array(code)
-    values.frombytes(data)
-    return values
+def _joined_exact(exact: tuple[tuple[str, str], ...]) -> str:
+    """Exact keys as one string: each a kind letter and its value, separated by `_UNIT`.
+
+    Raises:
+        ValueError: a value holds the separator (card values hold no control characters).
+    """
+    if any(_UNIT in value for _, value in exact):
+        raise ValueError("an exact key holds a control character")
+    return _UNIT.join(_LETTER[kind] + value for kind, value in exact)
+
+
+def _split_exact(joined: str) -> list[tuple[str, str]]:
+    return [(_KIND[part[0]], part[1:]) for part in joined.split(_UNIT)] if joined else []
 
 
 def _idf(cards: int, holding: int) -> float:
     # Lucene's idf: never negative, so a term in most cards still adds a little.
     return math.log(1.0 + (cards - holding + 0.5) / (holding + 0.5))
-
-
-def _cut(
-    scores: dict[int, float], wanted: int, bound: float, cut: bool
-) -> tuple[bool, dict[int, float]]:
-    """Whether unscored cards are out of the running, and the scored cards still in it.
-
-    `bound` is the most the remaining terms can add to any card. Once the `wanted`-th best
-    score is above it, no unscored card can reach the top `wanted`, and neither can a scored
-    card whose score plus `bound` stays below that threshold (scores only grow).
-    """
-    if len(scores) < wanted:
-        return cut, scores
-    threshold = heapq.nlargest(wanted, scores.values())[-1]
-    if not cut and threshold <= bound * (1.0 + _SLACK):
-        return False, scores
-    floor = threshold - (bound + threshold) * _SLACK
-    return True, {slot: score for slot, score in scores.items() if score + bound >= floor}
-
-
-def _accumulate(scores: dict[int, float], impacts: dict[int, float], factor: float) -> None:
-    get = scores.get
-    for slot, impact in impacts.items():
-        scores[slot] = get(slot, 0.0) + factor * impact

@@ -10,13 +10,23 @@ hits are parsed), and a hit whose file is gone or no longer valid is never retur
 
 Why `marshal` and our own index (not SQLite FTS5): measured at 100,000 cards, FTS5's `bm25()`
 ranks every row that matches a common word (p50 0.5 s, p95 0.9-1.6 s), while the packed index
-loads in tens of milliseconds and ranks through MaxScore in a few (`benchmarks/bench_catalog`).
+loads without per-posting work and scores only the cards that can rank, by the threshold
+algorithm over impact-ordered postings (`_catalog_postings`, `benchmarks/bench_catalog`).
+
+Saving: a start that found changed cards appends their entries to a journal beside the file
+(`_catalog_journal`), a few kilobytes instead of the whole catalog, so it answers without
+waiting for a large write; the journal is folded into a new catalog file (a compaction) once it
+grows past a share of the file (`COMPACT_SHARE`), by a long-lived host's periodic save or at
+its shutdown, and by any process when it is as large as the file itself.
 
 Safety: the file is written whole beside its name and renamed over it (`_fs.write_new`), so a
-reader sees an old or a new catalog, never a mix; two processes that both write leave one of
-two complete catalogs, each true of the version it names. A file that is torn, corrupt (its
-CRC), of another format, another project, another bound or owner is ignored and rebuilt, never
-trusted. Writing is best effort: a catalog that cannot be saved still answers.
+reader sees an old or a new catalog, never a mix; each carries a random generation, and a
+journal applies only to the generation it names. Journal records carry a CRC and are appended
+by single `O_APPEND` writes; reading stops at the first torn one. Two processes that save
+together leave a catalog true of some version: a record applied on top of a state its writer
+did not see drops the cards version (the next start re-stats the files). A file that is torn,
+corrupt (its CRC), of another format, another project, another bound or owner is ignored and
+rebuilt, never trusted. Writing is best effort: a catalog that cannot be saved still answers.
 """
 
 from __future__ import annotations
@@ -24,16 +34,15 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
-import stat
 import time
 import zlib
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from cards.errors import ArtifactError, CardInvalid, ExperimentNotFound
-from cas import _fs
+from cas import _catalog_journal, _fs
 from cas._catalog import SearchHit, entry_of, put_entry, ranked
-from cas._catalog_index import PACK_SHAPE, TermIndex
+from cas._catalog_index import PACK_SHAPE, Entry, TermIndex
 from cas._layout import CARD_SUFFIX
 
 if TYPE_CHECKING:
@@ -47,7 +56,11 @@ if TYPE_CHECKING:
 CATALOG_DIR = "catalog"
 CATALOG_SUFFIX = ".catalog"
 _MAGIC = b"artmem-catalog\x00\x01"
-_FORMAT = 1
+_FORMAT = 6
+# A long-lived host folds the journal into the file once it is this share of the file's size;
+# any process does when it is as large as the file (`save_if_changed`).
+COMPACT_SHARE = 0.25
+_COMPACT_MIN_BYTES = 1 << 20
 # A catalog of the largest project (cards_per_project) stays far below this.
 MAX_CATALOG_BYTES = 1 << 30
 
@@ -79,6 +92,8 @@ class CardSource(Protocol):
 class LocalCatalog:
     """One project's persisted catalog (not thread-safe: the caller serialises calls)."""
 
+    COMPACT_SHARE: ClassVar[float] = COMPACT_SHARE
+
     def __init__(self, store: CardSource, state_root: str | None, *, save: bool = True) -> None:
         """Load the project's saved catalog, if any; `refresh` brings it up to date.
 
@@ -101,6 +116,13 @@ class LocalCatalog:
         self._index = TermIndex()
         self._dirty = False
         self.saved_at = 0.0
+        # What the saved file and journal hold, and what changed since (name -> its entry).
+        self._generation: bytes | None = None
+        self._saved_token: str | None = None
+        self._saved_bytes = 0
+        self._journal_bytes = 0
+        self._changes: dict[str, Entry | None] = {}
+        self._rewrite = False  # the journal cannot describe the change: write the whole file
         if self.path is not None:
             self._load(self.path)
 
@@ -172,8 +194,14 @@ class LocalCatalog:
         name = card.experiment_id + CARD_SUFFIX
         self._problems.pop(name, None)
         self._states[name] = str(card.index.state)
-        put_entry(self._index, entry_of(card), self._max_cards)
+        entry = entry_of(card)
+        put_entry(self._index, entry, self._max_cards)
+        self._changed(name, entry)
         self._dirty = True
+
+    def _changed(self, name: str, entry: Entry | None) -> None:
+        self._changes.pop(name, None)  # re-inserted last: replayed in the order applied
+        self._changes[name] = entry
 
     def _apply(self, read: CardRead) -> bool:
         name, card = read.name, read.card
@@ -187,18 +215,22 @@ class LocalCatalog:
             known = self._problems.get(name) == str(card.code)
             self._drop_card(name)
             self._problems[name] = str(card.code)
+            self._changed(name, None)
             return not known
         if card is None:  # pragma: no cover - a scan yields None only with the known stamp
             return False
         self._problems.pop(name, None)
         self._states[name] = str(card.index.state)
-        put_entry(self._index, entry_of(card), self._max_cards)
+        entry = entry_of(card)
+        put_entry(self._index, entry, self._max_cards)
+        self._changed(name, entry)
         return True
 
     def _forget(self, name: str) -> bool:
         self._files.pop(name, None)
         self._problems.pop(name, None)
         self._drop_card(name)
+        self._changed(name, None)
         return True
 
     def _drop_card(self, name: str) -> None:
@@ -210,6 +242,7 @@ class LocalCatalog:
     def _reset(self) -> None:
         self._token, self._files, self._problems, self._states = None, {}, {}, {}
         self._index = TermIndex()
+        self._changes, self._rewrite = {}, True
 
     # -- search ----------------------------------------------------------------------------
 
@@ -246,33 +279,80 @@ class LocalCatalog:
 
     # -- on disk ---------------------------------------------------------------------------
 
-    def save_if_changed(self, min_interval_s: float = 0.0) -> bool:
-        """Save if the catalog changed since loaded or saved and `min_interval_s` has passed."""
+    def save_if_changed(self, min_interval_s: float = 0.0, *, compact_share: float = 1.0) -> bool:
+        """Save what changed since loaded or saved, if `min_interval_s` has passed since.
+
+        Appends to the journal; writes the whole file instead when the journal cannot say it
+        (a reset, a torn journal, none of this file's generation), or when the journal would
+        exceed `compact_share` of the file's size. A start passes the default (appending
+        unless the journal is as large as the file); a long-lived host `COMPACT_SHARE`.
+        """
         if not self._dirty or time.monotonic() - self.saved_at < min_interval_s:
             return False
-        return self.save()
+        limit = max(self._saved_bytes * compact_share, _COMPACT_MIN_BYTES)
+        if self._rewrite or self._generation is None or self._journal_bytes > limit:
+            return self.save()
+        return self._append() or self.save()
 
     def save(self) -> bool:
-        """Write the catalog atomically; False if it could not be written (it is a cache)."""
+        """Write the whole catalog atomically (a new generation, which retires the journal).
+
+        Returns False if it could not be written (the catalog is a cache, and still answers).
+        """
         if not self._writable or self.path is None:
             return False
-        payload = marshal.dumps(self._state())
+        generation = os.urandom(_catalog_journal.GENERATION_BYTES)
+        payload = marshal.dumps(self._state(generation))
         header = _MAGIC + zlib.crc32(payload).to_bytes(4, "little")
         try:
             _make_private_dirs(os.path.dirname(self.path))
             _fs.write_new(self.path, [header, payload], replace=True)
         except (OSError, ArtifactError):
             return False
-        self._dirty, self.saved_at = False, time.monotonic()
+        with contextlib.suppress(OSError):  # stale now whatever happens to it
+            os.unlink(self.path + _catalog_journal.JOURNAL_SUFFIX)
+        self._generation, self._saved_bytes, self._journal_bytes = generation, len(payload), 0
+        self._saved(rewritten=True)
         return True
 
-    def _state(self) -> tuple[Any, ...]:  # plain values for marshal
+    def _append(self) -> bool:
+        """Append the changes since the last save to the journal; False if it could not."""
+        if not self._writable or self.path is None or self._generation is None:
+            return False
+        changes = [
+            (name, self._files.get(name), self._problems.get(name), self._states.get(name), e)
+            for name, e in self._changes.items()
+        ]
+        plain = [
+            (*change[:4], None if e is None else _catalog_journal.plain(e))
+            for *change, e in changes
+        ]
+        record = _catalog_journal.encode((self._saved_token, self._token, plain))
+        path = self.path + _catalog_journal.JOURNAL_SUFFIX
+        try:
+            if not self._journal_bytes or not _catalog_journal.append(
+                path, self._generation, record, self._journal_bytes
+            ):
+                _catalog_journal.start(path, self._generation, record)
+                self._journal_bytes = _catalog_journal.HEADER_BYTES
+        except (OSError, ArtifactError):
+            return False
+        self._journal_bytes += len(record)
+        self._saved(rewritten=False)
+        return True
+
+    def _saved(self, *, rewritten: bool) -> None:
+        self._dirty, self.saved_at = False, time.monotonic()
+        self._saved_token, self._changes = self._token, {}
+        self._rewrite &= not rewritten
+
+    def _state(self, generation: bytes) -> tuple[Any, ...]:  # plain values for marshal
         identity = (_FORMAT, PACK_SHAPE, str(self.store.project_id), self._max_cards)
-        tables = (self._token, self._files, self._problems, self._states)
+        tables = (generation, self._token, self._files, self._problems, self._states)
         return (*identity, *tables, self._index.pack())
 
     def _load(self, path: str) -> None:
-        raw = _read_owned(path)
+        raw = _catalog_journal.read_owned(path, MAX_CATALOG_BYTES)
         if raw is None or not raw.startswith(_MAGIC):
             return
         checksum, payload = raw[len(_MAGIC) : len(_MAGIC) + 4], raw[len(_MAGIC) + 4 :]
@@ -283,36 +363,64 @@ class LocalCatalog:
             self._restore(state)
         except (ValueError, EOFError, TypeError):
             self._reset()
+            return
+        self._saved_bytes = len(payload)
+        self._replay(path + _catalog_journal.JOURNAL_SUFFIX)
 
     def _restore(self, state: object) -> None:
         identity = (_FORMAT, PACK_SHAPE, str(self.store.project_id), self._max_cards)
-        if not isinstance(state, tuple) or len(state) != 9 or state[:4] != identity:
+        if not isinstance(state, tuple) or len(state) != 10 or state[:4] != identity:
             raise ValueError("a catalog of another format, project or bound")
-        token, files, problems, states, packed = state[4:]
+        generation, token, files, problems, states, packed = state[4:]
         if not isinstance(token, str | None) or not all(
             isinstance(table, dict) for table in (files, problems, states)
         ):
             raise ValueError("a malformed catalog")
+        if not isinstance(generation, bytes):
+            raise ValueError("a catalog without a generation")
         index = TermIndex.unpack(packed)
         self._token, self._files, self._problems, self._states = token, files, problems, states
-        self._index = index
+        self._index, self._generation, self._saved_token = index, generation, token
+
+    def _replay(self, path: str) -> None:
+        """Apply the journal's intact records; anything unreadable asks for a rewrite."""
+        assert self._generation is not None
+        records, intact, size = _catalog_journal.read(path, self._generation)
+        self._journal_bytes, self._rewrite = size, intact < size
+        try:
+            for record in records:
+                self._apply_record(record)
+        except (ValueError, TypeError):
+            # Applied halfway: what is in memory is no longer true of any version.
+            self._reset()
+            return
+        self._saved_token = self._token
+
+    def _apply_record(self, record: object) -> None:
+        if not isinstance(record, tuple) or len(record) != 3 or not isinstance(record[2], list):
+            raise ValueError("a malformed journal record")
+        before, token, changes = record
+        if not isinstance(token, str | None):
+            raise ValueError("a malformed journal record")
+        for change in changes:
+            name, stamp, problem, state, entry = _catalog_journal.checked_change(change)
+            for table, value in ((self._files, stamp), (self._problems, problem)):
+                _set(table, name, value)
+            _set(self._states, name, state)
+            key = name.removesuffix(CARD_SUFFIX)
+            if entry is not None:
+                put_entry(self._index, entry, self._max_cards)
+            elif key in self._index:
+                self._index.remove(key)
+        # Applied on the state its writer saw, the record's version holds; else none does.
+        self._token = token if before == self._token else None
 
 
-def _read_owned(path: str) -> bytes | None:
-    """The file's bytes if it is a regular file of ours within the size bound, else None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            return None
-        return _fs.read_small(fd, MAX_CATALOG_BYTES, st.st_size)
-    except (OSError, ArtifactError):
-        return None
-    finally:
-        os.close(fd)
+def _set(table: dict[str, Any], name: str, value: object) -> None:
+    if value is None:
+        table.pop(name, None)
+    else:
+        table[name] = value
 
 
 def _make_private_dirs(path: str) -> None:

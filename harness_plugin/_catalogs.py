@@ -15,9 +15,12 @@ from dataclasses import dataclass, field
 from cards import ExperimentCardV1
 from cas import LocalCatalog, SearchHit, Store
 
-# A long-lived worker rewrites its saved catalog at most this often (a save of 100,000 cards
-# takes a fraction of a second); a catalog saved late only costs the next start a re-stat.
+# A long-lived worker saves its catalog at most this often; a catalog saved late only costs the
+# next start a re-stat. A save appends the changed cards to the catalog's journal, and folds
+# the journal into the catalog file once it reaches this share of the file's size (a start
+# never waits for that: it appends).
 SAVE_INTERVAL_S = 60.0
+COMPACT_SHARE = LocalCatalog.COMPACT_SHARE
 
 
 @dataclass
@@ -41,7 +44,7 @@ class LiveCatalog:
         """Parse the card files that changed since the last look (none changed: one stat)."""
         with self._lock:
             self.catalog.refresh()
-            self.catalog.save_if_changed(SAVE_INTERVAL_S)
+            self.catalog.save_if_changed(SAVE_INTERVAL_S, compact_share=COMPACT_SHARE)
 
     def search(self, query: str, limit: int) -> list[SearchHit]:
         """Refresh if the cards changed, then search; hits are read from their card files.
@@ -52,7 +55,7 @@ class LiveCatalog:
         with self._lock:
             self.catalog.refresh()
             hits = self.catalog.search(query, limit)
-            self.catalog.save_if_changed(SAVE_INTERVAL_S)
+            self.catalog.save_if_changed(SAVE_INTERVAL_S, compact_share=COMPACT_SHARE)
             return hits
 
     def get(self, experiment_id: str) -> ExperimentCardV1 | None:
@@ -68,4 +71,4 @@ class LiveCatalog:
     def save(self) -> bool:
         """Save the catalog now if it changed (e.g. at shutdown)."""
         with self._lock:
-            return self.catalog.save_if_changed()
+            return self.catalog.save_if_changed(compact_share=COMPACT_SHARE)
