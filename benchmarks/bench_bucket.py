@@ -4,10 +4,14 @@ DESIGN.md §8: on S3-compatible storage, record at least 0.8 of a plain upload o
 by the same client (boto3's `upload_file`, default transfer settings). Every repeat measures,
 in alternating order, the plain upload, a bucket record (a fresh project each time, so nothing
 deduplicates), a local record, a first resolve on a host with an empty cache (download, hash,
-verify), a local resolve that rehashes (`integrity = "always"`), and a slice (2 columns, ~1% of
-rows of a Parquet file) through `locate` on a fresh host and on a warm one. The server runs in
-its own process, so it does not share this process's GIL. Medians of the paired runs, with
-their spread; ratios are per pair, then their median.
+verify), a local resolve that rehashes (`integrity = "always"`), and two slices (2 columns,
+~1% of rows of a Parquet file: `scan`, a filter no row group statistics can prune, and `pruned`,
+a range of the sorted key) through `locate`: locally, on a fresh bucket host (ranged GETs of only
+the chunks read, paired with the local slice in alternating order), and on that host again once
+a resolve left it a verified copy. For the ranged slices it prints the bytes fetched over the
+object's size (the reader's count of what it received) and the time over the local slice's.
+The server runs in its own process, so it does not share this process's GIL. Medians of the
+paired runs, with their spread; ratios are per pair, then their median.
 
     .venv/bin/python benchmarks/bench_bucket.py [--size-mib 256] [--repeat 5]
 """
@@ -150,6 +154,7 @@ def _run(args: argparse.Namespace, endpoint: str, work: Path, s3: object) -> int
 
     prov = Provenance(session_id=SESSION)  # type: ignore[arg-type]
     times: dict[str, list[float]] = {}
+    fetched: dict[str, list[float]] = {}
     ratios: list[float] = []
     for run in range(args.repeat):
         project = f"bench-{run}"
@@ -182,10 +187,14 @@ def _run(args: argparse.Namespace, endpoint: str, work: Path, s3: object) -> int
             ("local resolve (rehash)", always),
         ):
             times.setdefault(name, []).append(_timed(functools.partial(store.resolve, exp)))
-        _slices(run, rlm, prov, settings, local_store, bucket_store, project, times)
+        _slices(
+            run, rlm, prov, settings, local_store, bucket_store, project, times, fetched,
+            args.rows,
+        )  # fmt: skip
         shutil.rmtree(work / f"local{run}", ignore_errors=True)
         shutil.rmtree(work / f"res{run}", ignore_errors=True)
     _report(args, times, ratios, table_mib)
+    _report_slices(times, fetched)
     return 0
 
 
@@ -198,23 +207,42 @@ def _slices(
     bucket_store: BucketStore,
     project: str,
     times: dict[str, list[float]],
+    fetched: dict[str, list[float]],
+    rows: int,
 ) -> None:
-    from cas.slicing import SliceRequest, read_slice
+    from cas.slicing import SliceRequest
 
-    request = SliceRequest(columns=("k", "b"), where="a < 10", limit=100_000)
+    requests = {
+        "scan": SliceRequest(columns=("k", "b"), where="a < 10", limit=100_000),
+        "pruned": SliceRequest(columns=("k", "b"), where=f"k < {rows // 100}", limit=100_000),
+    }
     meta = _metadata("1" * 64)
     local_exp = local_store.record(str(rlm), prov, meta, "table.parquet").card.experiment_id  # type: ignore[arg-type]
     bucket_exp = bucket_store.record(str(rlm), prov, meta, "table.parquet").card.experiment_id  # type: ignore[arg-type]
-    fresh = BucketStore(settings(f"slice{run}"), project, cache=VerificationCache())
+    size = local_store.load_card(local_exp).artifact.bytes
+    for label, request in requests.items():
+        fresh = BucketStore(settings(f"slice{run}-{label}"), project, cache=VerificationCache())
+        local_cut = functools.partial(_cut, local_store, local_exp, request)
+        ranged_cut = functools.partial(_cut, fresh, bucket_exp, request)
+        pair: list[tuple[str, Callable[[], object]]] = [
+            (f"local slice ({label})", local_cut),
+            (f"bucket slice, ranged ({label})", ranged_cut),
+        ]
+        for name, action in pair if run % 2 == 0 else reversed(pair):
+            start = time.perf_counter()
+            result = action()
+            times.setdefault(name, []).append(time.perf_counter() - start)
+            if action is ranged_cut:
+                fetched.setdefault(label, []).append(result.bytes_read / size)  # type: ignore[attr-defined]
+        fresh.resolve(bucket_exp)  # a verified local copy: later slices read it from disk
+        name = f"bucket slice, local copy ({label})"
+        times.setdefault(name, []).append(_timed(ranged_cut))
 
-    def cut(store: BucketStore | ProjectStore, exp: str) -> object:
-        return read_slice(store.locate(exp).source, request)
 
-    times.setdefault("local slice", []).append(_timed(lambda: cut(local_store, local_exp)))
-    times.setdefault("bucket slice (empty cache)", []).append(
-        _timed(lambda: cut(fresh, bucket_exp))
-    )
-    times.setdefault("bucket slice (cached)", []).append(_timed(lambda: cut(fresh, bucket_exp)))
+def _cut(store: BucketStore | ProjectStore, exp: str, request: object) -> object:
+    from cas.slicing import read_slice
+
+    return read_slice(store.locate(exp).source, request)  # type: ignore[arg-type]
 
 
 def _report(
@@ -232,6 +260,19 @@ def _report(
         f"(spread {min(ratios):.2f}-{max(ratios):.2f}); target >= 0.80: "
         f"{'met' if med >= 0.8 else 'NOT met'}"
     )
+
+
+def _report_slices(times: dict[str, list[float]], fetched: dict[str, list[float]]) -> None:
+    for label, fractions in fetched.items():
+        local = times[f"local slice ({label})"]
+        ranged = times[f"bucket slice, ranged ({label})"]
+        ratios = [r / loc for r, loc in zip(ranged, local, strict=True)]
+        share = statistics.median(fractions)
+        print(
+            f"bucket slice ({label}): fetched / object size median {share:.3f}"
+            f" (spread {min(fractions):.3f}-{max(fractions):.3f}); time / local slice median "
+            f"{statistics.median(ratios):.2f} (spread {min(ratios):.2f}-{max(ratios):.2f})"
+        )
 
 
 if __name__ == "__main__":

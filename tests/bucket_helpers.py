@@ -15,7 +15,9 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import Iterator
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,44 @@ _ENV = {
     "AWS_CONFIG_FILE": os.devnull,
     "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
 }
+
+
+class ServedBytes:
+    """A WSGI wrapper counting the body bytes the server sent for each GET, by request path.
+
+    The path is `/<bucket>/<key>`: what a client (in any process) fetched of each key.
+    """
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+        self.sent: Counter[str] = Counter()
+
+    def __call__(self, environ: dict[str, object], start_response: Callable[..., object]):  # type: ignore[no-untyped-def]
+        body = self._app(environ, start_response)
+        if environ.get("REQUEST_METHOD") != "GET":
+            return body
+        path = str(environ.get("PATH_INFO", ""))
+        return self._counted(path, body)
+
+    def _counted(self, path: str, body: Iterable[bytes]) -> Iterator[bytes]:
+        try:
+            for part in body:
+                with self._lock:
+                    self.sent[path] += len(part)
+                yield part
+        finally:
+            close = getattr(body, "close", None)
+            if close is not None:
+                close()
+
+    def of(self, bucket: str, key: str) -> int:
+        """Bytes sent of `key` in `bucket` so far."""
+        with self._lock:
+            return self.sent[f"/{bucket}/{key}"]
+
+
+SERVED: ServedBytes | None = None  # set once the session's server runs
 
 
 def free_port() -> int:
@@ -51,6 +91,11 @@ def s3_endpoint() -> Iterator[str]:
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    global SERVED
+    wsgi = server._server  # werkzeug's server reads `.app` per request
+    assert wsgi is not None
+    SERVED = ServedBytes(wsgi.app)
+    wsgi.app = SERVED
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

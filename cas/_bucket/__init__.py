@@ -3,7 +3,7 @@
 Rooms: `_settings` (where the bucket is), `_keys` (the layout of a project in the bucket),
 `_client` (the one module that talks to the bucket; its SDK loads with the first client),
 `_hasher` (hashing what arrives, chunk by chunk), `_publish` (conditional creates of objects),
-`_cache` (verified local copies),
+`_cache` (verified local copies), `_ranged` (ranged reads of one object version, for slices),
 `_cards` (card objects under conditional writes), `_store` (`BucketStore`, which orchestrates
 them), `_fsck` (the bucket's check and repair).
 """

@@ -11,13 +11,11 @@ match the card; a repeat resolve trusts the verification record exactly as the l
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 from collections import deque
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import datetime
 
 from cards import ArtifactId, ExperimentCardV1
 from cards.errors import IntegrityError, ObjectMissing, StoreIOError
@@ -26,10 +24,10 @@ from cas._bucket._client import BucketClient, Conflict
 from cas._bucket._hasher import ChunkHasher
 from cas._chunks import CHUNK_BYTES
 from cas._hashing import Digests
-from cas._layout import CHUNKS_SUFFIX, ProjectLayout
+from cas._layout import ProjectLayout
 from cas._progress import Progress
 from cas._project import Project, open_project
-from cas._verify import VerificationCache, Verifier, file_identity
+from cas._verify import Verifier
 
 CACHE_DIR = "bucket-cache"
 
@@ -37,13 +35,10 @@ CACHE_DIR = "bucket-cache"
 class LocalCopies:
     """The verified local copies of one project's objects."""
 
-    def __init__(
-        self, cache_root: str, layout: ProjectLayout, verifier: Verifier, cache: VerificationCache
-    ) -> None:
+    def __init__(self, cache_root: str, layout: ProjectLayout, verifier: Verifier) -> None:
         self.root = cache_root
         self._layout = layout
         self._verifier = verifier
-        self._cache = cache
 
     def path(self, parts: tuple[str, ...]) -> str:
         """The absolute path of a layout path in the cache."""
@@ -54,42 +49,22 @@ class LocalCopies:
         with open_project(self.root, self._layout, create=False) as project:
             return project is not None and project.objects.lstat(artifact_id) is not None
 
-    @contextlib.contextmanager
-    def staging(self) -> Iterator[tuple[Project, int, _fs.Staged]]:
-        """A fresh stage in the cache's `tmp/` (removed on exit unless adopted)."""
-        with open_project(self.root, self._layout, create=True) as project:
-            assert project is not None  # created
-            with project.staging() as tmp_fd, _fs.staged(tmp_fd, "object") as stage:
-                yield project, tmp_fd, stage
-
     def adopt(
         self, project: Project, tmp_fd: int, stage: _fs.Staged, artifact_id: ArtifactId,
         digests: Digests,
-        *,
-        durable: bool = True,
     ) -> None:  # fmt: skip
-        """Publish a stage whose bytes were hashed as they were written as a verified copy.
+        """Publish a downloaded stage, hashed as it was written, as a verified copy.
 
-        A durable copy (a download) is fsynced and its proof persisted beside it. A record's
-        copy is not fsynced (the bucket holds the durable bytes; forcing 1 GiB to disk would
-        cost more than the upload): its proof stays in this process's cache, so a later
-        process rehashes it once, locally, before trusting it. A copy already there is kept
-        (a concurrent resolve or record got there first).
+        It is fsynced and its proof persisted beside it. A copy already there is kept (a
+        concurrent resolve got there first).
         """
         with project.locked():
             if project.objects.lstat(artifact_id) is not None:
                 return
-            if durable:
-                project.objects.publish(stage, artifact_id, digests.manifest(), tmp_fd)
-            else:
-                _link_unsynced(project, stage, artifact_id, digests.manifest(), tmp_fd)
+            project.objects.publish(stage, artifact_id, digests.manifest(), tmp_fd)
             stage.drop_name()
             st = os.fstat(stage.fd)
-            if durable:
-                self._verifier.remember(project.objects, artifact_id, st, digests.sha256.hex())
-            else:
-                key = file_identity(self._layout.key, artifact_id, st)
-                self._cache.put(key, datetime.now(UTC))
+            self._verifier.remember(project.objects, artifact_id, st, digests.sha256.hex())
 
     def verified(
         self,
@@ -123,21 +98,6 @@ class LocalCopies:
                 self.adopt(project, tmp_fd, stage, card.typed_artifact_id, digests)
             verified_at, _ = self._verifier.verify(project.objects, card, None)
             return verified_at, True
-
-
-def _link_unsynced(
-    project: Project, stage: _fs.Staged, artifact_id: ArtifactId, manifest: bytes, tmp_fd: int
-) -> None:
-    obj_dir = _fs.make_dirs(project.fd, project.layout.object_dir(artifact_id))
-    try:
-        _fs.atomic_write(obj_dir, artifact_id + CHUNKS_SUFFIX, manifest, tmp_fd, "chunks")
-        os.fchmod(stage.fd, _fs.OBJECT_MODE)
-        if not stage.commit_link(obj_dir, artifact_id):
-            raise StoreIOError("a cached copy appeared under our name while it was published")
-    except OSError as exc:
-        raise StoreIOError(f"cannot publish the cached copy: {exc.strerror}") from exc
-    finally:
-        os.close(obj_dir)
 
 
 def _check(card: ExperimentCardV1, digests: Digests) -> None:

@@ -18,6 +18,7 @@ from cards.errors import ObjectMissing, StoreIOError
 from cas._bucket._settings import BucketSettings
 
 if TYPE_CHECKING:
+    from boto3.session import Session
     from botocore.client import BaseClient
 
 SHA256_META = "artmem-sha256"  # the object's SHA-256, set when it is published
@@ -51,8 +52,13 @@ class Upload:
     initiated: datetime
 
 
-def _make(settings: BucketSettings) -> BaseClient:
+def _session() -> Session:
     import boto3  # ~0.3 s: only a bucket store ever pays it
+
+    return boto3.session.Session()  # the standard chain: environment, files, roles
+
+
+def _make(settings: BucketSettings, session: Session) -> BaseClient:
     from botocore.config import Config
 
     config = Config(
@@ -61,7 +67,6 @@ def _make(settings: BucketSettings) -> BaseClient:
         connect_timeout=10,
         read_timeout=60,
     )
-    session = boto3.session.Session()  # the standard chain: environment, files, roles
     return session.client(
         "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=config
     )
@@ -103,10 +108,24 @@ def _errors(operation: str) -> Iterator[None]:
 class BucketClient:
     """One bucket, through one thread-safe SDK client."""
 
-    def __init__(self, settings: BucketSettings) -> None:
+    def __init__(self, settings: BucketSettings, session: Session | None = None) -> None:
         self.bucket = settings.bucket
+        self._settings = settings
         with _errors("connect"):
-            self._s3 = _make(settings)
+            self._session = session or _session()
+            self._s3 = _make(settings, self._session)
+
+    def forked(self) -> BucketClient:
+        """A client of the same bucket with connections of its own, for a forked child.
+
+        A child must never use the connections it inherited: one it left mid-response would
+        hand its parent's next request the rest of that response. The session is shared, so
+        its service model and resolved credentials are not loaded again (~15 ms, not ~0.1 s).
+
+        Raises:
+            StoreIOError: the client could not be made.
+        """
+        return BucketClient(self._settings, self._session)
 
     def head(self, key: str) -> Head | None:
         """The key's size, ETag and our SHA-256 metadata; None when it does not exist."""

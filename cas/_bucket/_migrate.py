@@ -23,7 +23,14 @@ import os
 from dataclasses import dataclass, field
 
 from cards import ExperimentCardV1
-from cards.errors import ArtifactError, IntegrityError, InvalidInput, ObjectMissing, StoreIOError
+from cards.errors import (
+    ArtifactError,
+    IntegrityError,
+    InvalidInput,
+    ObjectMissing,
+    SourceChanged,
+    StoreIOError,
+)
 from cas import _fs
 from cas._bucket._cards import BucketCards
 from cas._bucket._publish import publish
@@ -119,6 +126,8 @@ def _copy_object(
             part_bytes=bucket.settings.part_bytes,
             in_flight=bucket.settings.max_in_flight,
         )
+    except SourceChanged as exc:  # the local object differs from what resolve just proved
+        raise IntegrityError("the local object changed while it was migrated") from exc
     finally:
         os.close(fd)
     if present:

@@ -2,16 +2,21 @@
 
 The same guarantees as `ProjectStore`, in object-storage terms (DESIGN.md §9):
 
-- record reads the export once, copying it to a local stage while hashing it (as the local
-  store does), so the content address is known before anything is sent; then the manifest and
-  the object are published by conditional creates (`_publish`: nothing is sent for stored
-  bytes, else a multipart upload on the final key, invisible until completed with
-  `If-None-Match: *`), and the card written with a conditional create or an `If-Match` replace
-  (`_cards`), re-deciding on a lost condition. The stage becomes this host's verified cached
-  copy (`_cache`), and what the media type and table facts are read from.
+- record hashes the export in place first (no copy), so the content address is known before
+  anything is sent; the media type and table facts are read from it through those chunk
+  digests. Then the manifest and the object are published by conditional creates (`_publish`:
+  nothing is sent for stored bytes, else the export is read a second time and sent as a
+  multipart upload on the final key, every chunk checked against the first pass before it
+  goes, invisible until completed with `If-None-Match: *`), and the card written with a
+  conditional create or an `If-Match` replace (`_cards`), re-deciding on a lost condition. A
+  source that changes between the passes fails the record (`SourceChanged`) and nothing
+  becomes visible. Nothing is written locally: keeping a cached copy of what was sent
+  measured slower (its dirty pages compete with the upload); a resolve on this host downloads
+  it, and a slice reads only the chunks it needs.
 - resolve and locate hand out a local copy under `<state_root>/bucket-cache/` proven against the
   card (downloaded by ranged GETs while hashing, or trusted by a verification record of its exact
-  identity, as locally); slices read its chunks verified against the manifest, as locally.
+  identity, as locally). A slice reads such a copy's chunks, verified against the manifest, as
+  locally; on a host with no copy it fetches only the chunks it touches (`_ranged`).
 
 Quota bound: usage is counted from a listing at commit time, before the object is published.
 Hosts committing at the same moment each see the others' objects only once published, so
@@ -26,7 +31,6 @@ the same bytes converge on one object and one card, and nothing is ever overwrit
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -48,12 +52,14 @@ from cards import (
     parse_project_id,
 )
 from cards.build import card_changes, record_warnings, revised_card, with_index
-from cards.errors import ArtifactTooLarge, InvalidInput, StoreIOError
+from cards.errors import ArtifactTooLarge, InvalidInput
 from cards.policy import DEFAULT_LIMITS, check_byte_quota, check_card_quota
 from cas._bucket._cache import LocalCopies
 from cas._bucket._cards import BucketCards, retried
 from cas._bucket._client import BucketClient
 from cas._bucket._keys import BucketKeys
+from cas._bucket._publish import publish, stored
+from cas._bucket._ranged import pinned
 from cas._bucket._settings import BucketSettings
 from cas._cardfiles import CardRead, CardScan, CardStamp
 from cas._hashing import Digests
@@ -98,7 +104,7 @@ class BucketStore:
         self._clock = clock or utc_now
         self._verifier = Verifier(self.layout.key, integrity, cache, self._clock)
         self.keys = BucketKeys(self.layout, settings.prefix)
-        self.copies = LocalCopies(settings.cache_root, self.layout, self._verifier, cache)
+        self.copies = LocalCopies(settings.cache_root, self.layout, self._verifier)
         self._client: BucketClient | None = None
         self._client_lock = threading.Lock()
 
@@ -142,7 +148,7 @@ class BucketStore:
             StoreIOError: the bucket or the local cache failed, or the card kept changing
                 under other writers (retryable).
         """
-        from cas._hashing import copy_and_hash
+        from cas._bucket._hasher import hash_source
         from cas._ingest import open_export
 
         metadata.check(self.limits)
@@ -155,38 +161,32 @@ class BucketStore:
                     f"the artifact is larger than the {limit}-byte limit", limit=limit
                 )
             if progress is not None:
-                progress.start(src.size)
-            with self.copies.staging() as (project, tmp_fd, stage):
-                try:  # into the page cache: the bucket, not this copy, is what lasts
-                    digests = copy_and_hash(
-                        src.fd, stage.fd, limit=limit, progress=progress, writeback=False
-                    )
-                except OSError as exc:
-                    raise StoreIOError(f"cannot write the local copy: {exc.strerror}") from exc
-                src.check_unchanged(digests.size)
-                recorded = self._commit(stage.fd, digests, metadata, src.name, provenance)
-                artifact_id = recorded.card.typed_artifact_id
-                with contextlib.suppress(StoreIOError):  # the cache only spares a download
-                    self.copies.adopt(project, tmp_fd, stage, artifact_id, digests, durable=False)
-                return recorded
+                progress.start(2 * src.size)  # hashed in place, then sent
+            digests = hash_source(src.fd, src.size, progress)
+            src.check_unchanged(digests.size)
+            recorded = self._commit(src.fd, digests, metadata, src.name, provenance, progress)
+            if progress is not None and recorded.deduplicated:
+                progress.advance(digests.size)  # nothing was sent
+            return recorded
 
     def _commit(
         self,
-        stage_fd: int,
+        source_fd: int,
         digests: Digests,
         metadata: CardMetadata,
         name: str,
         provenance: Provenance,
+        progress: Progress | None = None,
     ) -> Recorded:
-        from cas._bucket._publish import publish, stored
         from cas._sniff import detect
         from cas.slicing import _footer
 
         artifact_id = artifact_id_for_digest(digests.sha256)
-        metadata = detect(stage_fd, digests.size, name, metadata)
+        metadata = detect(source_fd, digests.size, name, metadata)
         exp_id = self._experiment_id(artifact_id, metadata)
         seen, _ = self._cards.find(exp_id)
-        measured = _footer.measure(stage_fd, digests.manifest(), metadata, seen)
+        # Read through the first pass's chunk digests: a changed source gives no facts.
+        measured = _footer.measure(source_fd, digests.manifest(), metadata, seen)
         if seen is None:
             check_card_quota(self._cards.count(), self.limits)
         head = self.client.head(self.keys.object(artifact_id))
@@ -198,9 +198,10 @@ class BucketStore:
                 self.keys,
                 artifact_id,
                 digests,
-                stage_fd,
+                source_fd,
                 part_bytes=self.settings.part_bytes,
                 in_flight=self.settings.max_in_flight,
+                progress=progress,
             )
 
         def attempt() -> Recorded | None:
@@ -258,20 +259,25 @@ class BucketStore:
         return resolved(card, self._paths(card), current_source_version, verified_at, hashed)
 
     def locate(self, experiment_id: str, current_source_version: str | None = None) -> Located:
-        """A card, its freshness, and its verified local copy as a slice reads it.
+        """A card, its freshness, and its bytes as a slice reads them (chunk by chunk, verified).
 
-        The copy is downloaded (and proven whole) if this host has none; ranged reads of only
-        the chunks a slice needs are not done yet.
+        Nothing is hashed whole, as locally. A verified local copy (left by a resolve on this
+        host) is read from disk; otherwise the slice fetches only the chunks it touches from
+        the bucket, pinned to the version located here (`_ranged`).
 
         Raises:
-            InvalidId, InvalidInput, ExperimentNotFound, CardInvalid, ObjectMissing,
-                IntegrityError, StoreIOError: see `resolve`.
+            InvalidId, InvalidInput, ExperimentNotFound, CardInvalid: see `resolve`.
+            ObjectMissing: the card's object is in neither the bucket nor the cache.
+            IntegrityError: the bucket's size or chunk manifest differs from the card's.
+            StoreIOError: the bucket failed.
         """
         exp_id = parse_experiment_id(experiment_id)
         _check_version(current_source_version)
         card, _ = self._cards.read(exp_id)
-        self._verified(card, None)
-        return located(card, self._paths(card), current_source_version)
+        if self.copies.has(card.typed_artifact_id):
+            return located(card, self._paths(card), current_source_version)
+        remote = pinned(self.client, self.keys, card)
+        return located(card, self._paths(card), current_source_version, remote)
 
     def _verified(self, card: ExperimentCardV1, progress: Progress | None) -> tuple[datetime, bool]:
         key = self.keys.object(card.typed_artifact_id)

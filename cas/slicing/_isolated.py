@@ -19,11 +19,12 @@ Everything that parses or decodes a recorded table runs here, for three reasons:
   never runs a pyarrow reader over a Python file.
 
 The child inherits the parsed request and the open reader (an export's child, the staged
-output file too, which it writes: `_export`), and answers through a pipe: an optional binary
-payload, then a JSON envelope, then the envelope's length as 8 bytes. What it read is added to
-the caller's `reader.stats`. It dies with the caller (Linux: `PR_SET_PDEATHSIG`), and at its
-alarm in any case. A fork of a process with pyarrow loaded costs a few milliseconds; the
-caller's memory is shared copy-on-write, not copied.
+output file too, which it writes: `_export`; a reader of a remote object fetches the chunks it
+needs itself, over connections of its own: `RemoteBytes`), and answers through a pipe: an
+optional binary payload, then a JSON envelope, then the envelope's length as 8 bytes. What it
+read is added to the caller's `reader.stats`. It dies with the caller (Linux:
+`PR_SET_PDEATHSIG`), and at its alarm in any case. A fork of a process with pyarrow loaded
+costs a few milliseconds; the caller's memory is shared copy-on-write, not copied.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import orjson
 from cards.errors import (
     IntegrityError,
     InvalidInput,
+    ObjectMissing,
     SliceTimeout,
     StoreIOError,
     TableTooLarge,
@@ -118,6 +120,7 @@ def bounded(
         InvalidInput: the child found the request impossible to carry out (only the message
             crosses: work whose errors carry facts sends what the caller needs to raise them).
         IntegrityError: a chunk the child read differs from its manifest.
+        ObjectMissing: the object the child reads (a remote one) is gone.
         StoreIOError: the child could not be started, read the object or write its output.
     """
     answer_fd, answer_end = os.pipe()
@@ -235,6 +238,7 @@ def _error_fields(exc: Exception, bounds: Bounds) -> dict[str, object]:
         message = f"decoding the table needs more than the {limit}-byte memory bound"
         return {"kind": "too_large", "message": message, "limit": limit}
     kinds = {
+        ObjectMissing: "missing",  # a remote object gone since it was located
         IntegrityError: "integrity",
         StoreIOError: "io",
         TableTooLarge: "too_large",
@@ -376,6 +380,8 @@ def _raise(error: dict[str, object]) -> NoReturn:
     message, kind = str(error.get("message")), error.get("kind")
     if kind == "integrity":
         raise IntegrityError(message)
+    if kind == "missing":
+        raise ObjectMissing(message)
     if kind == "io":
         raise StoreIOError(message)
     if kind == "too_large":

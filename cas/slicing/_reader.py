@@ -4,6 +4,10 @@ The card binds the chunk manifest by its SHA-256; the manifest binds every 4 MiB
 xxh3-128. A reader proves the manifest first, then each chunk it touches: it reads the whole
 chunk once, checks its digest, and serves bytes from that checked buffer, never from a second
 read of the file (which could differ from what was checked). A few checked chunks stay cached.
+
+The bytes come from a local file, or, for a source that names `remote` bytes (a bucket store's
+object not cached on this host), from ranged reads of only the chunks touched: the same proof
+applies to each chunk before any of its bytes is served, whoever fetched it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import stat
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import xxhash
 
@@ -23,7 +28,38 @@ from cas import _fs
 from cas._chunks import ChunkManifest, chunk_count, parse_manifest
 
 CACHED_CHUNKS = 8
+RUN_CHUNKS = 4  # contiguous missing chunks fetched by one read (a remote read: one request)
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class ByteRanges(Protocol):
+    """An open object's bytes, a range at a time (a local file, or a pinned remote version)."""
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Exactly `length` bytes at `offset` (unchecked: the reader checks them).
+
+        Raises:
+            IntegrityError: fewer bytes exist, or the object changed since it was opened.
+            ObjectMissing: the object is gone.
+            StoreIOError: the bytes could not be read.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release what reading holds."""
+        ...
+
+
+class RemoteBytes(Protocol):
+    """An object that is not a local file: its stored manifest, and ranged reads of it."""
+
+    def manifest(self) -> bytes:
+        """The chunk manifest as stored (unproven: `load_manifest` proves it)."""
+        ...
+
+    def open(self) -> ByteRanges:
+        """Ranged reads of the object; usable in this process and in a child forked from it."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +67,8 @@ class SliceSource:
     """A recorded object as a slice reads it: its bytes, its manifest, and what binds them.
 
     `size`, `media_type` and `chunk_manifest_sha256` are the card's facts about the bytes.
+    With `remote`, the bytes and the manifest come from there, and the paths only say where a
+    verified local copy would be.
 
     The store builds one after checking the card's scope (`ProjectStore.locate`); the kernel
     builds one from a resolve result the host verified.
@@ -41,11 +79,12 @@ class SliceSource:
     size: int
     media_type: str
     chunk_manifest_sha256: str
+    remote: RemoteBytes | None = None
 
 
 @dataclass(slots=True)
 class ReadStats:
-    """What a reader did: bytes read from disk, and chunks hashed and found intact."""
+    """What a reader did: bytes read (from disk or fetched), and chunks hashed and found intact."""
 
     bytes_read: int = 0
     chunks_verified: int = 0
@@ -61,8 +100,23 @@ def load_manifest(source: SliceSource) -> ChunkManifest:
     """
     # Canonical JSON: under 40 bytes a chunk digest, plus a short fixed header.
     bound = 256 + 40 * chunk_count(source.size)
+    if source.remote is not None:
+        raw = source.remote.manifest()
+        if len(raw) > bound:
+            raise IntegrityError("the chunk manifest is larger than its card allows")
+    else:
+        raw = _read_local_manifest(source.manifest_path, bound)
+    if hashlib.sha256(raw).hexdigest() != source.chunk_manifest_sha256:
+        raise IntegrityError("the chunk manifest differs from the one its card binds")
+    manifest = parse_manifest(raw)
+    if manifest.size != source.size:
+        raise IntegrityError("the chunk manifest describes an object of another size")
+    return manifest
+
+
+def _read_local_manifest(path: str, bound: int) -> bytes:
     try:
-        fd = os.open(source.manifest_path, _OPEN_FLAGS)
+        fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError as exc:
         raise IntegrityError("the artifact's chunk manifest is missing") from exc
     except OSError as exc:
@@ -70,15 +124,9 @@ def load_manifest(source: SliceSource) -> ChunkManifest:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise IntegrityError("the artifact's chunk manifest is not a regular file")
-        raw = _read_bounded(fd, bound)
+        return _read_bounded(fd, bound)
     finally:
         os.close(fd)
-    if hashlib.sha256(raw).hexdigest() != source.chunk_manifest_sha256:
-        raise IntegrityError("the chunk manifest differs from the one its card binds")
-    manifest = parse_manifest(raw)
-    if manifest.size != source.size:
-        raise IntegrityError("the chunk manifest describes an object of another size")
-    return manifest
 
 
 def _read_bounded(fd: int, bound: int) -> bytes:
@@ -96,11 +144,21 @@ def verified_object(
 ) -> Iterator[VerifiedReader]:
     """Open a stored object for verified reads; it is closed on exit.
 
+    A remote source is opened for ranged reads (its size was checked when it was located);
+    a missing or changed remote object fails at the first read.
+
     Raises:
         ObjectMissing: there is no object at `source.path`.
         IntegrityError: the object is not a regular file of the card's size.
         StoreIOError: the object could not be opened.
     """
+    if source.remote is not None:
+        remote = VerifiedReader(source.remote.open(), manifest, max_read_bytes=max_read_bytes)
+        try:
+            yield remote
+        finally:
+            remote.close()
+        return
     try:
         fd = os.open(source.path, _OPEN_FLAGS)
     except FileNotFoundError as exc:
@@ -121,15 +179,21 @@ class VerifiedReader:
     """A read-only, seekable binary file over an open object, serving only checked chunks.
 
     Implements what `pyarrow.PythonFile` calls: `read_buffer` hands pyarrow a zero-copy view
-    when a read lies within one chunk. The reader owns `fd` and closes it. A `watch` sees
+    when a read lies within one chunk. The reader owns `fd` (a descriptor, or ranged reads of
+    a remote object) and closes it. A `watch` sees
     each span `[start, end)` before its bytes are served, and may refuse it by raising
     (`_pages` checks Parquet page headers this way, before pyarrow decompresses a page).
     """
 
     def __init__(
-        self, fd: int, manifest: ChunkManifest, *, max_read_bytes: int, cached: int = CACHED_CHUNKS
+        self,
+        fd: int | ByteRanges,
+        manifest: ChunkManifest,
+        *,
+        max_read_bytes: int,
+        cached: int = CACHED_CHUNKS,
     ) -> None:
-        self._fd = fd
+        self._bytes = _FileBytes(fd) if isinstance(fd, int) else fd
         self._manifest = manifest
         self._max_read = max_read_bytes
         self._capacity = cached
@@ -232,36 +296,84 @@ class VerifiedReader:
         if first == last:
             return memoryview(self._chunk(first))[start - first * step : end - first * step]
         out = bytearray(end - start)
-        for index in range(first, last + 1):
-            chunk, base = self._chunk(index), index * step
+        for index, chunk in self._chunks(first, last):
+            base = index * step
             low, high = max(start, base), min(end, base + len(chunk))
             out[low - start : high - start] = memoryview(chunk)[low - base : high - base]
         return memoryview(out)
 
     def _chunk(self, index: int) -> bytes:
+        return next(self._chunks(index, index))[1]
+
+    def _chunks(self, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+        """Chunks `first..last`, each checked; missing neighbours are fetched by one read."""
         if self.closed:
             raise StoreIOError("the stored artifact was read after it was closed")
-        cached = self._cache.get(index)
-        if cached is not None:
-            self._cache.move_to_end(index)
-            return cached
-        offset, length = self._manifest.span(index)
-        data = _pread_exact(self._fd, length, offset)
+        index = first
+        while index <= last:
+            cached = self._cache.get(index)
+            if cached is not None:
+                self._cache.move_to_end(index)
+                yield index, cached
+                index += 1
+                continue
+            run = 1
+            while run < RUN_CHUNKS and index + run <= last and index + run not in self._cache:
+                run += 1
+            yield from self._fetch(index, run)
+            index += run
+
+    def _fetch(self, first: int, run: int) -> Iterator[tuple[int, bytes]]:
+        offset, _ = self._manifest.span(first)
+        end = sum(self._manifest.span(first + run - 1))
+        data = self._bytes.read(offset, end - offset)
         self.stats.bytes_read += len(data)
-        if xxhash.xxh3_128_digest(data) != self._manifest.digests[index]:
-            raise IntegrityError(f"chunk {index} of the stored artifact differs from its manifest")
-        self.stats.chunks_verified += 1
-        self._cache[index] = data
+        view = memoryview(data)
+        for index in range(first, first + run):
+            low, length = self._manifest.span(index)
+            chunk = data if run == 1 else bytes(view[low - offset : low - offset + length])
+            if xxhash.xxh3_128_digest(chunk) != self._manifest.digests[index]:
+                raise IntegrityError(
+                    f"chunk {index} of the stored artifact differs from its manifest"
+                )
+            self.stats.chunks_verified += 1
+            self._keep(index, chunk)
+            yield index, chunk
+
+    def _keep(self, index: int, chunk: bytes) -> None:
+        """Cache a checked chunk, evicting the least recently used one but the last.
+
+        The last chunk holds a footed table's footer, which its readers come back to; fetched
+        from a bucket, each return would be another request.
+        """
+        self._cache[index] = chunk
         if len(self._cache) > self._capacity:
+            oldest = next(iter(self._cache))
+            if oldest == len(self._manifest.digests) - 1:
+                self._cache.move_to_end(oldest)
             self._cache.popitem(last=False)
-        return data
 
     def close(self) -> None:
-        """Release the descriptor and the cached chunks."""
+        """Release the descriptor (or the ranged reads) and the cached chunks."""
         if not self.closed:
             self.closed = True
             self._cache.clear()
-            os.close(self._fd)
+            self._bytes.close()
+
+
+class _FileBytes:
+    """Ranged reads of an open local file, which this owns."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Exactly `length` bytes at `offset`."""
+        return _pread_exact(self._fd, length, offset)
+
+    def close(self) -> None:
+        """Close the descriptor."""
+        os.close(self._fd)
 
 
 def _pread_exact(fd: int, length: int, offset: int) -> bytes:

@@ -1,0 +1,130 @@
+"""A bucket record hashes the export in place, then reads it again to send it.
+
+Every chunk of the second pass is checked against the first pass before it is sent, so an
+export that changes between the passes (even with its mtime put back, which the identity check
+cannot see) fails the record: nothing becomes visible, no upload stays open, no card is written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from bucket_helpers import Host, bucket, keys_below, open_uploads, s3_endpoint
+from conftest import PROJECT, SESSION, Workspace, make_metadata
+
+from cards.errors import SourceChanged
+from cas import Provenance
+
+__all__ = ["bucket", "s3_endpoint"]  # fixtures, imported for pytest
+
+MIB = 1 << 20
+
+
+class ChangeAfterHashing:
+    """A progress seam that rewrites one byte of the export once the first pass has read it."""
+
+    def __init__(self, path: Path, offset: int) -> None:
+        self.path, self.offset = path, offset
+        self.total = self.done = 0
+        self.changed = False
+
+    def start(self, total: int) -> None:
+        self.total = total
+
+    def advance(self, done: int) -> None:
+        self.done += done
+        if not self.changed and self.done >= self.total // 2:  # the hashing pass is over
+            st = self.path.stat()
+            with open(self.path, "r+b") as handle:
+                handle.seek(self.offset)
+                old = handle.read(1)
+                handle.seek(self.offset)
+                handle.write(bytes([old[0] ^ 0xFF]))
+            os.utime(self.path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            self.changed = True
+
+
+@pytest.mark.parametrize("size", [MIB, 20 * MIB + 3], ids=["one-put", "multipart"])
+def test_an_export_changed_between_the_passes_is_refused(
+    ws: Workspace, s3_endpoint: str, bucket: str, size: int
+):
+    path = ws.export("a.bin", os.urandom(size))
+    store = Host(s3_endpoint, bucket, ws.root / "state").store(PROJECT)
+    progress = ChangeAfterHashing(path, size - 10)
+    with pytest.raises(SourceChanged):
+        store.record(
+            str(ws.rlm_root), Provenance(session_id=SESSION), make_metadata(), "a.bin", progress
+        )
+    assert progress.changed
+    visible = keys_below(s3_endpoint, bucket, store.keys.objects)
+    assert not [key for key in visible if not key.endswith(".chunks")]
+    assert keys_below(s3_endpoint, bucket, store.keys.cards) == {}
+    assert open_uploads(s3_endpoint, bucket) == []
+    recorded = store.record(
+        str(ws.rlm_root), Provenance(session_id=SESSION), make_metadata(), "a.bin"
+    )  # the export as it is now
+    assert recorded.card.artifact.bytes == size and not recorded.deduplicated
+
+
+def test_a_record_writes_nothing_locally_and_a_resolve_downloads(
+    ws: Workspace, s3_endpoint: str, bucket: str
+):
+    data = os.urandom(9 * MIB)
+    ws.export("a.bin", data)
+    store = Host(s3_endpoint, bucket, ws.root / "state").store(PROJECT)
+    ticks = Ticks()
+    recorded = store.record(
+        str(ws.rlm_root), Provenance(session_id=SESSION), make_metadata(), "a.bin", ticks
+    )
+    assert ticks.total == ticks.done == 2 * len(data)  # hashed, then sent
+    artifact_id = recorded.card.typed_artifact_id
+    assert not store.copies.has(artifact_id)
+    resolved = store.resolve(recorded.card.experiment_id)
+    assert resolved.hashed and Path(resolved.path).read_bytes() == data
+    again = Host(s3_endpoint, bucket, ws.root / "state2").store(PROJECT)
+    ticks = Ticks()
+    dedup = again.record(
+        str(ws.rlm_root), Provenance(session_id=SESSION), make_metadata(title="Again"), "a.bin",
+        ticks,
+    )  # fmt: skip
+    assert dedup.deduplicated and ticks.total == ticks.done  # nothing sent, progress complete
+
+
+class Ticks:
+    """A progress seam that only counts."""
+
+    def __init__(self) -> None:
+        self.total = self.done = 0
+
+    def start(self, total: int) -> None:
+        self.total = total
+
+    def advance(self, done: int) -> None:
+        self.done += done
+
+
+@pytest.mark.parametrize("size", [MIB, 20 * MIB + 3], ids=["one-put", "multipart"])
+def test_chunks_that_collide_with_the_first_pass_are_still_refused(
+    ws: Workspace, s3_endpoint: str, bucket: str, size: int, monkeypatch: pytest.MonkeyPatch
+):
+    """xxh3 is no cryptographic hash: what is sent is proven by SHA-256 before it shows."""
+    from cas._bucket import _hasher, _publish
+
+    collide = SimpleNamespace(xxh3_128_digest=lambda data: b"\0" * 16)  # every chunk "equal"
+    monkeypatch.setattr(_hasher, "xxhash", collide)
+    monkeypatch.setattr(_publish, "xxhash", collide)
+    path = ws.export("a.bin", os.urandom(size))
+    store = Host(s3_endpoint, bucket, ws.root / "state").store(PROJECT)
+    progress = ChangeAfterHashing(path, 10)
+    with pytest.raises(SourceChanged):
+        store.record(
+            str(ws.rlm_root), Provenance(session_id=SESSION), make_metadata(), "a.bin", progress
+        )
+    assert progress.changed
+    visible = keys_below(s3_endpoint, bucket, store.keys.objects)
+    assert not [key for key in visible if not key.endswith(".chunks")]
+    assert keys_below(s3_endpoint, bucket, store.keys.cards) == {}
+    assert open_uploads(s3_endpoint, bucket) == []
