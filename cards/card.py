@@ -115,27 +115,32 @@ class IndexStatus(_Document, frozen=True):
     projection_revision: _Sha256 | None = None
 
 
-class ExperimentCardV1(_Document, frozen=True):
+class _Described(_Document, frozen=True, kw_only=True):
+    """What a caller says about a result, as both the card and its metadata hold it."""
+
+    title: _Title
+    summary: _Summary
+    source: _Label
+    query_fingerprint: _Sha256
+    source_version: _Label
+    shape: _Shape | None = None
+    columns: _Columns = msgspec.field(default_factory=list)
+    tags: _Tags = msgspec.field(default_factory=list)
+
+
+class ExperimentCardV1(_Described, frozen=True, kw_only=True):
     """The complete local record connecting a description and provenance to an artifact."""
 
     schema_version: Literal[1]
     experiment_id: Annotated[str, Meta(pattern=whole(_ids.EXPERIMENT_ID.pattern))]
-    title: _Title
-    summary: _Summary
-    source: _Label
     artifact: ArtifactRefV1
     chunk_manifest_sha256: _Sha256
-    query_fingerprint: _Sha256
-    source_version: _Label
     project_id: Annotated[str, Meta(pattern=whole(_ids.PROJECT_ID.pattern))]
     session_id: Annotated[str, Meta(pattern=whole(_ids.SESSION_ID.pattern))]
     producer: _Label
     created_at: _Time
     updated_at: _Time
     index: IndexStatus
-    shape: _Shape | None = None
-    columns: _Columns = msgspec.field(default_factory=list)
-    tags: _Tags = msgspec.field(default_factory=list)
     root_agent_id: _Label | None = None
     tool_call_id: _Label | None = None
 
@@ -174,21 +179,13 @@ _DECODER = msgspec.json.Decoder(ExperimentCardV1)
 OPTIONAL_METADATA = frozenset({"shape", "columns", "tags", "media_type"})
 
 
-class CardMetadata(_Document, frozen=True):
+class CardMetadata(_Described, frozen=True, kw_only=True):
     """What a caller says about a result: everything on a card that the caller chooses.
 
     `given` names the fields the caller set (`parse_metadata`), or that reading the bytes
     proved (`cas`): an optional field not in it keeps a re-recorded card's value.
     """
 
-    title: _Title
-    summary: _Summary
-    source: _Label
-    query_fingerprint: _Sha256
-    source_version: _Label
-    shape: _Shape | None = None
-    columns: _Columns = msgspec.field(default_factory=list)
-    tags: _Tags = msgspec.field(default_factory=list)
     media_type: _MediaType = OCTET_STREAM
     given: frozenset[str] = frozenset()
 

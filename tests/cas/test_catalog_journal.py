@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+from catalog_helpers import searchers
 from conftest import fingerprint
 
 from cas import Catalog, LocalCatalog
@@ -115,29 +114,12 @@ def test_a_journal_of_another_catalog_file_is_ignored(ws, tmp_path):
     assert read(str(journal), b"\x00" * 8) == ([], 0, 0)
 
 
-_WORKER = """
-import sys
-from cas import LocalCatalog, ProjectStore
-store = ProjectStore(sys.argv[1], "trial-analysis")
-for _ in range(int(sys.argv[3])):
-    catalog = LocalCatalog.open(store, sys.argv[2])
-    for hit in catalog.search("cohort", 20):
-        assert hit.card.experiment_id.startswith("exp_")
-"""
-
-
 def test_processes_appending_together_leave_a_journal_of_whole_records(ws, tmp_path):
     store = ws.store()
     _record(ws, store, 100)
     state = str(tmp_path / "state")
     LocalCatalog.open(store, state)  # a file, so the workers append
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WORKER, str(ws.artifact_root), state, "12"],
-            cwd=Path(__file__).parents[2],
-        )
-        for _ in range(3)
-    ]
+    workers = searchers(ws.artifact_root, state, 12)
     cards = [_record(ws, store, n) for n in range(10)]  # while they load, append and search
     for card in cards[:3]:
         (ws.project_dir(store) / "cards" / f"{card.experiment_id}.json").unlink()

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
+from catalog_helpers import searchers
 from conftest import fingerprint
 
 from cards import DEFAULT_LIMITS
@@ -170,27 +169,10 @@ def test_a_put_card_is_found_before_any_refresh(ws, tmp_path):
     assert catalog.refresh() and _ids(catalog.search("echidna", 5)) == [card.experiment_id]
 
 
-_WORKER = """
-import sys
-from cas import LocalCatalog, ProjectStore
-store = ProjectStore(sys.argv[1], "trial-analysis")
-for _ in range(int(sys.argv[3])):
-    catalog = LocalCatalog.open(store, sys.argv[2])
-    for hit in catalog.search("cohort", 20):
-        assert hit.card.experiment_id.startswith("exp_")
-"""
-
-
 def test_processes_that_read_and_write_one_catalog_together_leave_it_whole(ws, tmp_path):
     store = ws.store()
     state = str(tmp_path / "state")
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WORKER, str(ws.artifact_root), state, "15"],
-            cwd=Path(__file__).parents[2],
-        )
-        for _ in range(3)
-    ]
+    workers = searchers(ws.artifact_root, state, 15)
     cards = [_record(ws, store, n) for n in range(12)]  # while they search and save
     assert [worker.wait(timeout=120) for worker in workers] == [0, 0, 0]
     saved = LocalCatalog(store, state)
