@@ -37,7 +37,7 @@ ARTIFACT_SCHEMA_VERSION: Literal[1] = 1
 LABEL_CHARS = 200
 
 # Display-text rules: no C0/C1 control (tab and newline allowed in the multi-line summary) and
-# at least one non-space character. `cards.model` checks caller input by the same bodies.
+# at least one non-space character. `cards.model` checks a tool's arguments by the same bodies.
 NO_CONTROL = r"[^\x00-\x1f\x7f-\x9f]"
 NO_CONTROL_ML = r"[^\x00-\x08\x0b-\x1f\x7f-\x9f]"
 _VISIBLE = r"[^\s\x00-\x1f\x7f-\x9f]"
