@@ -8,11 +8,10 @@ an open).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
+import functools
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -160,8 +159,14 @@ def make_dirs(root_fd: int, parts: Sequence[str]) -> int:
 _WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
 
 
+@functools.cache
 def _load_sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    """`sync_file_range(2)` from libc (Linux), or None where it does not exist."""
+    """`sync_file_range(2)` from libc (Linux), or None where it does not exist.
+
+    Loaded at the first copy, not at import: ctypes costs every command a few milliseconds.
+    """
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         function = libc.sync_file_range
@@ -170,9 +175,6 @@ def _load_sync_file_range() -> Callable[[int, int, int, int], int] | None:
     function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
     function.restype = ctypes.c_int
     return cast(Callable[[int, int, int, int], int], function)
-
-
-_sync_file_range = _load_sync_file_range()
 
 
 class WriteBehind:
@@ -188,18 +190,19 @@ class WriteBehind:
         self._fd = fd
         self._spans: list[tuple[int, int]] = []
         self._offset = 0
+        self._sync = _load_sync_file_range()
 
     def written(self, length: int) -> None:
         """`length` more bytes were written at the current end of the file."""
         span = (self._offset, length)
         self._offset += length
-        if _sync_file_range is None:
+        if self._sync is None:
             return
-        _sync_file_range(self._fd, span[0], span[1], _WRITE)
+        self._sync(self._fd, span[0], span[1], _WRITE)
         self._spans.append(span)
         if len(self._spans) > 2:
             offset, size = self._spans.pop(0)
-            _sync_file_range(self._fd, offset, size, _WAIT_BEFORE | _WRITE | _WAIT_AFTER)
+            self._sync(self._fd, offset, size, _WAIT_BEFORE | _WRITE | _WAIT_AFTER)
 
 
 def fsync_dir(dir_fd: int) -> None:
@@ -258,7 +261,7 @@ def staged(dir_fd: int, kind: str) -> Iterator[Staged]:
     After `commit_link` the published name keeps the bytes; after `commit_replace` the temp name
     is already gone. Either way nothing half-written stays visible under a final name.
     """
-    name = f"{STAGE_PREFIX}{kind}-{os.getpid()}-{secrets.token_hex(8)}{STAGE_SUFFIX}"
+    name = f"{STAGE_PREFIX}{kind}-{os.getpid()}-{os.urandom(8).hex()}{STAGE_SUFFIX}"
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(name, flags, FILE_MODE, dir_fd=dir_fd)
@@ -358,7 +361,7 @@ class Unnamed:
 
         Only a crash between that link and the rename (two system calls) leaves a named stage.
         """
-        temp = f"{STAGE_PREFIX}out-{os.getpid()}-{secrets.token_hex(8)}{STAGE_SUFFIX}"
+        temp = f"{STAGE_PREFIX}out-{os.getpid()}-{os.urandom(8).hex()}{STAGE_SUFFIX}"
         os.link(_proc_fd(self.fd), temp, dst_dir_fd=dest_dir_fd, follow_symlinks=True)
         try:
             os.replace(temp, dest_name, src_dir_fd=dest_dir_fd, dst_dir_fd=dest_dir_fd)

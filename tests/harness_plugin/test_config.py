@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cards import ConfigError, UnknownProject
+from harness_plugin import config
 from harness_plugin.config import load_config, parse_config
 
 
@@ -230,3 +233,15 @@ def test_a_configuration_nesting_without_end_is_a_config_error(tmp_path, where):
 def test_a_final_newline_or_a_tab_never_passes_a_pattern(tmp_path, table, text):
     with pytest.raises(ConfigError, match=table):
         parse_config(_toml(tmp_path) + f"\n[{table}]\n{text}\n")
+
+
+_COMPONENT = st.sampled_from(["a", "b", "ab", "a.b", "b1", "..a", " "])
+
+
+@given(
+    st.lists(_COMPONENT, max_size=5).map(lambda parts: "/" + "/".join(parts)),
+    st.lists(_COMPONENT, max_size=5).map(lambda parts: "/" + "/".join(parts)),
+)
+def test_containment_of_roots_is_by_whole_components(path, root):
+    parts, of_root = PurePosixPath(path).parts, PurePosixPath(root).parts
+    assert config._inside(path, root) == (parts[: len(of_root)] == of_root)
