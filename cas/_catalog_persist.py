@@ -10,14 +10,15 @@ hits are parsed), and a hit whose file is gone or no longer valid is never retur
 
 Why `marshal` and our own index (not SQLite FTS5): measured at 100,000 cards, FTS5's `bm25()`
 ranks every row that matches a common word (p50 0.5 s, p95 0.9-1.6 s), while the packed index
-loads without per-posting work and scores only the cards that can rank, by the threshold
-algorithm over impact-ordered postings (`_catalog_postings`, `benchmarks/bench_catalog`).
+loads without per-posting work and scores only the cards that can rank: a single word by the
+threshold algorithm over impact-ordered postings, several words by term-at-a-time MaxScore
+(`_catalog_postings`, `benchmarks/bench_catalog`).
 
 Saving: a start that found changed cards appends their entries to a journal beside the file
 (`_catalog_journal`), a few kilobytes instead of the whole catalog, so it answers without
 waiting for a large write; the journal is folded into a new catalog file (a compaction) once it
-grows past a share of the file (`COMPACT_SHARE`), by a long-lived host's periodic save or at
-its shutdown, and by any process when it is as large as the file itself.
+grows past a share of the file (`LocalCatalog.COMPACT_SHARE`), by a long-lived host's periodic
+save or at its shutdown, and by any process when it is as large as the file itself.
 
 Safety: the file is written whole beside its name and renamed over it (`_fs.write_new`), so a
 reader sees an old or a new catalog, never a mix; each carries a random generation, and a
@@ -57,9 +58,6 @@ CATALOG_DIR = "catalog"
 CATALOG_SUFFIX = ".catalog"
 _MAGIC = b"artmem-catalog\x00\x01"
 _FORMAT = 6
-# A long-lived host folds the journal into the file once it is this share of the file's size;
-# any process does when it is as large as the file (`save_if_changed`).
-COMPACT_SHARE = 0.25
 _COMPACT_MIN_BYTES = 1 << 20
 # A catalog of the largest project (cards_per_project) stays far below this.
 MAX_CATALOG_BYTES = 1 << 30
@@ -92,7 +90,9 @@ class CardSource(Protocol):
 class LocalCatalog:
     """One project's persisted catalog (not thread-safe: the caller serialises calls)."""
 
-    COMPACT_SHARE: ClassVar[float] = COMPACT_SHARE
+    # A long-lived host folds the journal into the file once it is this share of the file's
+    # size; any process does when it is as large as the file (`save_if_changed`).
+    COMPACT_SHARE: ClassVar[float] = 0.25
 
     def __init__(self, store: CardSource, state_root: str | None, *, save: bool = True) -> None:
         """Load the project's saved catalog, if any; `refresh` brings it up to date.

@@ -20,7 +20,6 @@ from cas import LocalCatalog, SearchHit, Store
 # the journal into the catalog file once it reaches this share of the file's size (a start
 # never waits for that: it appends).
 SAVE_INTERVAL_S = 60.0
-COMPACT_SHARE = LocalCatalog.COMPACT_SHARE
 
 
 @dataclass
@@ -44,7 +43,7 @@ class LiveCatalog:
         """Parse the card files that changed since the last look (none changed: one stat)."""
         with self._lock:
             self.catalog.refresh()
-            self.catalog.save_if_changed(SAVE_INTERVAL_S, compact_share=COMPACT_SHARE)
+            self.catalog.save_if_changed(SAVE_INTERVAL_S, compact_share=LocalCatalog.COMPACT_SHARE)
 
     def search(self, query: str, limit: int) -> list[SearchHit]:
         """Refresh if the cards changed, then search; hits are read from their card files.
@@ -55,7 +54,7 @@ class LiveCatalog:
         with self._lock:
             self.catalog.refresh()
             hits = self.catalog.search(query, limit)
-            self.catalog.save_if_changed(SAVE_INTERVAL_S, compact_share=COMPACT_SHARE)
+            self.catalog.save_if_changed(SAVE_INTERVAL_S, compact_share=LocalCatalog.COMPACT_SHARE)
             return hits
 
     def get(self, experiment_id: str) -> ExperimentCardV1 | None:
@@ -71,4 +70,4 @@ class LiveCatalog:
     def save(self) -> bool:
         """Save the catalog now if it changed (e.g. at shutdown)."""
         with self._lock:
-            return self.catalog.save_if_changed(compact_share=COMPACT_SHARE)
+            return self.catalog.save_if_changed(compact_share=LocalCatalog.COMPACT_SHARE)
