@@ -31,6 +31,7 @@ from cards._ids import (
 from cards.canonical import canonical_json
 from cards.errors import CardInvalid, InvalidInput, UnsupportedVersion, excerpt
 from cards.policy import DEFAULT_LIMITS, IndexState, Limits
+from cards.structs import error_at, whole
 
 CARD_SCHEMA_VERSION: Literal[1] = 1
 ARTIFACT_SCHEMA_VERSION: Literal[1] = 1
@@ -44,15 +45,6 @@ _VISIBLE = r"[^\s\x00-\x1f\x7f-\x9f]"
 LINE_BODY = rf"{NO_CONTROL}*{_VISIBLE}{NO_CONTROL}*"
 TEXT_BODY = rf"{NO_CONTROL_ML}*{_VISIBLE}{NO_CONTROL_ML}*"
 MEDIA_TYPE_BODY = r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}"
-
-
-def whole(body: str) -> str:
-    """`body` matching a whole string only.
-
-    msgspec matches with `re.search`, hence the end-of-text anchor: `$` would let a final
-    newline through.
-    """
-    return rf"^(?:{body})\Z"
 
 
 LINE = whole(LINE_BODY)
@@ -339,15 +331,11 @@ def describe(exc: msgspec.ValidationError, within: str = "") -> str:
     offending value are replaced by the field's form, and a foreign key's name is bounded.
     `within` names the field that `exc` is about when it came from checking that field alone.
     """
-    message, _, where = str(exc).rpartition(" - at `")
-    if not message:
-        message, where = str(exc), "$`"
-    parts = [p for p in where.rstrip("`").removeprefix("$").replace("[", ".").split(".") if p]
-    path = [p for p in (within, *(p.rstrip("]") for p in parts)) if p]
+    found = error_at(exc)
+    path, message = [p for p in (within, *found.path) if p], found.message
     field = next((p for p in reversed(path) if not p.isdigit()), "")
-    unknown = "Object contains unknown field `"
-    if message.startswith(unknown):
-        path.append(excerpt(message.removeprefix(unknown).removesuffix("`")))
+    if found.unknown is not None:
+        path.append(excerpt(found.unknown))
         message = "is not a known field (extra_forbidden)"
     elif "matching regex" in message:
         message = f"must be {FORMS.get(field, LINE_FORM)} (pattern)"

@@ -28,6 +28,7 @@ from cards import (
     UnknownProject,
     is_honcho_id,
 )
+from cards.structs import HONCHO_ID, error_at, whole
 from cas import IntegrityMode
 from cas.slicing import DEFAULT_SLICE_LIMITS, ExportLimits, SliceLimits
 from harness_plugin._memory_config import (
@@ -112,9 +113,7 @@ def _without_slash(section: Section, name: str) -> None:
         msgspec.structs.force_setattr(section, name, value.rstrip("/"))
 
 
-# Honcho's id alphabet (`cards.is_honcho_id`). msgspec matches patterns with `re.search`, so
-# they end in `\Z`: a `$` would let a final newline through.
-HonchoId = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,512}\Z")]
+HonchoId = Annotated[str, Meta(pattern=HONCHO_ID)]
 
 
 class HonchoConfig(Section, frozen=True):
@@ -129,7 +128,7 @@ class HonchoConfig(Section, frozen=True):
     workspace_id: HonchoId = "artmem"
     user_peer_id: HonchoId = "user"
     assistant_peer_id: HonchoId = "artmem-assistant"
-    api_key_env: Annotated[str, Meta(pattern=r"^[A-Z_][A-Z0-9_]{0,127}\Z")] = "HONCHO_API_KEY"
+    api_key_env: Annotated[str, Meta(pattern=whole(r"[A-Z_][A-Z0-9_]{0,127}"))] = "HONCHO_API_KEY"
     timeout_s: Annotated[float, Meta(gt=0, le=120)] = 5.0
     create_workspace: bool = False
     max_sessions_in_flight: Annotated[int, Meta(ge=1, le=64)] = 4
@@ -451,15 +450,11 @@ def config_from_mapping(document: Mapping[str, object]) -> Config:
 
 def _describe(exc: msgspec.ValidationError) -> str:
     """The error as "a.0.b: what" (msgspec stops at the first, saying "what - at `$.a[0].b`")."""
-    message, _, where = str(exc).rpartition(" - at `")
-    if not message:
-        return str(exc)
-    parts = where.rstrip("`").removeprefix("$").replace("[", ".").replace("]", "").split(".")
-    unknown = "Object contains unknown field `"
-    if message.startswith(unknown):  # name the key itself, as every other error does
-        parts.append(message.removeprefix(unknown).removesuffix("`"))
+    path, message, unknown = error_at(exc)
+    if unknown is not None:  # name the key itself, as every other error does
+        path.append(unknown)
         message = "not a known key"
-    return f"{'.'.join(p for p in parts if p) or '<root>'}: {message}"
+    return f"{'.'.join(path)}: {message}" if path else message  # msgspec names no root
 
 
 def load_config(path: str | None, environ: Mapping[str, str] = os.environ) -> Config:
