@@ -1,7 +1,8 @@
 """The one hasher: SHA-256 of a whole object and xxh3-128 of each 4 MiB chunk, in one pass.
 
-`hash_fd` reads an object already in place (resolve, fsck, deduplication); `copy_and_hash`
-streams a source into a staging file, hashing while it copies (record).
+`hash_fd` reads an object already in place (resolve, fsck), `hash_export` a kernel's export in
+place (a record that may deduplicate, a bucket record); `copy_and_hash` streams a source into a
+staging file, hashing while it copies (record).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
-from cards.errors import ArtifactTooLarge
+from cards.errors import ArtifactTooLarge, StoreIOError
 from cas import _fs
 from cas._chunks import CHUNK_BYTES, ChunkManifest
 from cas._progress import Progress
@@ -35,13 +36,16 @@ class Digests:
         return ChunkManifest(self.size, CHUNK_BYTES, self.chunk_digests).encode()
 
 
-def hash_fd(fd: int, progress: Progress | None = None) -> Digests:
-    """Hash everything readable from `fd`, from its start (positional reads, so `fd` is shared)."""
+def hash_fd(fd: int, progress: Progress | None = None, *, limit: int | None = None) -> Digests:
+    """Hash what is readable from `fd`, from its start (positional reads, so `fd` is shared).
+
+    With `limit`, stop once more than `limit` bytes were read (at most one chunk past it).
+    """
     sha256 = hashlib.sha256()
     chunks: list[bytes] = []
     buffer = bytearray(CHUNK_BYTES)
     offset = 0
-    while n := _pread_chunk(fd, buffer, offset):
+    while (limit is None or offset <= limit) and (n := _pread_chunk(fd, buffer, offset)):
         view = memoryview(buffer)[:n]
         sha256.update(view)
         chunks.append(xxhash.xxh3_128_digest(view))
@@ -49,6 +53,21 @@ def hash_fd(fd: int, progress: Progress | None = None) -> Digests:
         if progress is not None:
             progress.advance(n)
     return Digests(offset, sha256.digest(), tuple(chunks))
+
+
+def hash_export(fd: int, size: int, progress: Progress | None = None) -> Digests:
+    """Hash a kernel's export in place, reading at most one chunk past the `size` it had.
+
+    A file still growing shows as larger (the caller refuses it) instead of being read for as
+    long as it grows.
+
+    Raises:
+        StoreIOError: the export could not be read.
+    """
+    try:
+        return hash_fd(fd, progress, limit=size)
+    except OSError as exc:
+        raise StoreIOError(f"cannot read the export: {exc.strerror}") from exc
 
 
 def _pread_chunk(fd: int, buffer: bytearray, offset: int) -> int:

@@ -43,7 +43,7 @@ from cards.build import card_changes, record_warnings, revised_card
 from cards.errors import StoreIOError
 from cards.policy import check_byte_quota, check_card_quota
 from cas import _fs
-from cas._hashing import Digests, copy_and_hash, hash_fd
+from cas._hashing import Digests, copy_and_hash, hash_export
 from cas._progress import Progress
 from cas._project import Project
 from cas._results import Provenance, Recorded, first_card
@@ -92,7 +92,7 @@ class Recorder:
         if src.size >= PROBE_MIN_BYTES and _has_object_of_size(project, src.size):
             if progress is not None:
                 progress.start(src.size)
-            digests = hash_fd(src.fd, progress)
+            digests = hash_export(src.fd, src.size, progress)
             src.check_unchanged(digests.size)
             artifact_id = artifact_id_for_digest(digests.sha256)
             if self.verifier.proven_copy(project.objects, artifact_id, digests):

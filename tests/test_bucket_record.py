@@ -108,10 +108,11 @@ def test_chunks_that_collide_with_the_first_pass_are_still_refused(
     ws: Workspace, s3_endpoint: str, bucket: str, size: int, monkeypatch: pytest.MonkeyPatch
 ):
     """xxh3 is no cryptographic hash: what is sent is proven by SHA-256 before it shows."""
-    from cas._bucket import _hasher, _publish
+    from cas import _hashing
+    from cas._bucket import _publish
 
     collide = SimpleNamespace(xxh3_128_digest=lambda data: b"\0" * 16)  # every chunk "equal"
-    monkeypatch.setattr(_hasher, "xxhash", collide)
+    monkeypatch.setattr(_hashing, "xxhash", collide)  # the first pass (`hash_export`)
     monkeypatch.setattr(_publish, "xxhash", collide)
     path = ws.export("a.bin", os.urandom(size))
     store = Host(s3_endpoint, bucket, ws.root / "state").store(PROJECT)

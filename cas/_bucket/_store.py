@@ -62,7 +62,7 @@ from cas._bucket._publish import publish, stored
 from cas._bucket._ranged import pinned
 from cas._bucket._settings import BucketSettings
 from cas._cardfiles import CardRead, CardScan, CardStamp
-from cas._hashing import Digests
+from cas._hashing import Digests, hash_export
 from cas._layout import ProjectLayout
 from cas._progress import Progress
 from cas._results import (
@@ -148,7 +148,6 @@ class BucketStore:
             StoreIOError: the bucket or the local cache failed, or the card kept changing
                 under other writers (retryable).
         """
-        from cas._bucket._hasher import hash_source
         from cas._ingest import open_export
 
         metadata.check(self.limits)
@@ -162,7 +161,7 @@ class BucketStore:
                 )
             if progress is not None:
                 progress.start(2 * src.size)  # hashed in place, then sent
-            digests = hash_source(src.fd, src.size, progress)
+            digests = hash_export(src.fd, src.size, progress)
             src.check_unchanged(digests.size)
             recorded = self._commit(src.fd, digests, metadata, src.name, provenance, progress)
             if progress is not None and recorded.deduplicated:
