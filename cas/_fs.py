@@ -292,6 +292,20 @@ def atomic_write(dir_fd: int, name: str, data: bytes, stage_dir_fd: int, kind: s
             raise StoreIOError(f"cannot write a store file: {exc.strerror}") from exc
 
 
+def pread_full(fd: int, length: int, offset: int) -> bytes:
+    """`length` bytes of `fd` at `offset`, fewer only where the file ends (positional reads).
+
+    Raises:
+        OSError: the file could not be read.
+    """
+    parts: list[bytes] = []
+    done = 0
+    while done < length and (part := os.pread(fd, length - done, offset + done)):
+        parts.append(part)
+        done += len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def read_small(fd: int, max_bytes: int, size_hint: int = 65535) -> bytes:
     """Read a whole small file from `fd`, refusing anything larger than `max_bytes`.
 

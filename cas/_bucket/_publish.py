@@ -29,7 +29,6 @@ proof of its bytes, which resolve always gives (a streamed hash against the card
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -37,6 +36,7 @@ import xxhash
 
 from cards import ArtifactId
 from cards.errors import IntegrityError, SourceChanged, StoreIOError
+from cas import _fs
 from cas._bucket._client import BucketClient, Conflict, Head
 from cas._bucket._keys import BucketKeys
 from cas._chunks import CHUNK_BYTES
@@ -209,14 +209,10 @@ def _sent(item: tuple[int, Future[str]], parts: _Parts) -> str:
 
 
 def _pread(fd: int, offset: int, length: int) -> bytes:
-    parts: list[bytes] = []
-    done = 0
     try:
-        while done < length and (part := os.pread(fd, length - done, offset + done)):
-            parts.append(part)
-            done += len(part)
+        data = _fs.pread_full(fd, length, offset)
     except OSError as exc:
-        raise StoreIOError(f"cannot read the local copy: {exc.strerror}") from exc
-    if done != length:
-        raise StoreIOError("the local copy is shorter than what was hashed")
-    return b"".join(parts)
+        raise StoreIOError(f"cannot read the source: {exc.strerror}") from exc
+    if len(data) != length:
+        raise StoreIOError("the source is shorter than what was hashed")
+    return data

@@ -377,15 +377,10 @@ class _FileBytes:
 
 
 def _pread_exact(fd: int, length: int, offset: int) -> bytes:
-    parts: list[bytes] = []
-    remaining = length
-    while remaining:
-        try:
-            part = os.pread(fd, remaining, offset + length - remaining)
-        except OSError as exc:
-            raise StoreIOError(f"cannot read the stored artifact: {exc.strerror}") from exc
-        if not part:
-            raise IntegrityError("the stored artifact is shorter than its card")
-        parts.append(part)
-        remaining -= len(part)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    try:
+        data = _fs.pread_full(fd, length, offset)
+    except OSError as exc:
+        raise StoreIOError(f"cannot read the stored artifact: {exc.strerror}") from exc
+    if len(data) != length:
+        raise IntegrityError("the stored artifact is shorter than its card")
+    return data
