@@ -319,14 +319,11 @@ class LocalCatalog:
         """Append the changes since the last save to the journal; False if it could not."""
         if not self._writable or self.path is None or self._generation is None:
             return False
-        changes = [
-            (name, self._files.get(name), self._problems.get(name), self._states.get(name), e)
-            for name, e in self._changes.items()
-        ]
         plain = [
-            (*change[:4], None if e is None else _catalog_journal.plain(e))
-            for *change, e in changes
-        ]
+            (name, self._files.get(name), self._problems.get(name), self._states.get(name),
+             None if entry is None else _catalog_journal.plain(entry))
+            for name, entry in self._changes.items()
+        ]  # fmt: skip
         record = _catalog_journal.encode((self._saved_token, self._token, plain))
         path = self.path + _catalog_journal.JOURNAL_SUFFIX
         try:
@@ -346,10 +343,13 @@ class LocalCatalog:
         self._saved_token, self._changes = self._token, {}
         self._rewrite &= not rewritten
 
+    def _identity(self) -> tuple[object, ...]:
+        """What a saved catalog must match to be this one's: format, project and bound."""
+        return (_FORMAT, PACK_SHAPE, str(self.store.project_id), self._max_cards)
+
     def _state(self, generation: bytes) -> tuple[Any, ...]:  # plain values for marshal
-        identity = (_FORMAT, PACK_SHAPE, str(self.store.project_id), self._max_cards)
         tables = (generation, self._token, self._files, self._problems, self._states)
-        return (*identity, *tables, self._index.pack())
+        return (*self._identity(), *tables, self._index.pack())
 
     def _load(self, path: str) -> None:
         raw = _catalog_journal.read_owned(path, MAX_CATALOG_BYTES)
@@ -368,8 +368,7 @@ class LocalCatalog:
         self._replay(path + _catalog_journal.JOURNAL_SUFFIX)
 
     def _restore(self, state: object) -> None:
-        identity = (_FORMAT, PACK_SHAPE, str(self.store.project_id), self._max_cards)
-        if not isinstance(state, tuple) or len(state) != 10 or state[:4] != identity:
+        if not isinstance(state, tuple) or len(state) != 10 or state[:4] != self._identity():
             raise ValueError("a catalog of another format, project or bound")
         generation, token, files, problems, states, packed = state[4:]
         if not isinstance(token, str | None) or not all(
