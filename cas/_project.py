@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,12 +27,10 @@ class Project:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """The commit lock: serialises quota checks, publication and card writes."""
-        import portalocker  # only a writer locks: readers never load it
-
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(LOCK, flags, _fs.FILE_MODE, dir_fd=self.fd)
         try:
-            portalocker.lock(fd, portalocker.LockFlags.EXCLUSIVE)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # waits for the holder; EINTR is retried by Python
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock

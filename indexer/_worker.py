@@ -10,6 +10,7 @@ Honcho's list reflects its own committed writes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import random
 import threading
@@ -21,7 +22,6 @@ from datetime import datetime
 from typing import Protocol
 
 import orjson
-import portalocker
 
 from cards import ArtifactError, NotOwner, RemoteError, RemoteRejected, canonical_json
 from cas import atomic_write, read_small, utc_now
@@ -67,10 +67,8 @@ class Ownership:
         try:
             fd = os.open(OWNER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
             try:
-                portalocker.lock(
-                    fd, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
-                )
-            except portalocker.LockException:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
                 os.close(fd)
                 return False
             self._fd = fd

@@ -33,7 +33,7 @@ RLM_CLIENT_CAS_MODULES = {"cas.slicing"}
 # Modules that must never load in a kernel (checked through sys.modules, not only imports).
 KERNEL_FORBIDDEN = re.compile(
     r"(cas\._(store|objects|cardfiles|ingest|project|hashing|verify|fsck|catalog)"
-    r"|indexer|harness_plugin|honcho|httpx|portalocker|boto3|botocore|s3transfer)(\..*)?"
+    r"|indexer|harness_plugin|honcho|httpx|boto3|botocore|s3transfer)(\..*)?"
 )
 API_PACKAGES = (*PACKAGES, "cas.slicing")
 # APIs whose users are other packages (harness_plugin's and rlm_client's are people and kernels).
@@ -43,7 +43,7 @@ NOT_CODES = {"worker.json", "worker.started", "worker.eof", "worker.sigterm", "w
 ERROR_CODE_PREFIXES = ("config", "input", "worker", "slice", "card", "cas", "indexer", "client")
 IO_MODULES = {
     "os", "io", "pathlib", "shutil", "socket", "subprocess", "tempfile", "time", "random",
-    "secrets", "httpx", "portalocker", "fcntl", "honcho",
+    "secrets", "httpx", "fcntl", "honcho",
 }  # fmt: skip
 
 
@@ -86,7 +86,7 @@ def test_rlm_client_uses_only_the_slicing_part_of_the_store():
             if top == "cas":
                 module = ".".join(name.split(".")[:2])
                 assert module in RLM_CLIENT_CAS_MODULES, f"{path.name} imports {name}"
-            assert top not in {"indexer", "harness_plugin", "honcho", "httpx", "portalocker"}
+            assert top not in {"indexer", "harness_plugin", "honcho", "httpx"}
 
 
 def test_importing_rlm_client_loads_no_store_write_module():

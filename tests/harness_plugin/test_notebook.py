@@ -42,7 +42,6 @@ RESPONSES = pa.table(
 )
 # What the API must never load: the remote side, the worker, and the store's write-only rooms.
 FORBIDDEN = (
-    "portalocker",
     "honcho",
     "httpx",
     "indexer",
