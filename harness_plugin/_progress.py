@@ -7,7 +7,6 @@ aligned text that greps and diffs well.
 from __future__ import annotations
 
 import io
-import shutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -76,6 +75,8 @@ def table_lines(
     A column of numbers (every cell starts with a digit) is right-aligned in the plain form.
     """
     if terminal:
+        import shutil
+
         from rich.console import Console
         from rich.table import Table
 

@@ -32,6 +32,31 @@ class _ParseFailure(Exception):
         self.usage = usage
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help layout, sized without `shutil` (which loads its compression modules).
+
+    argparse asks `shutil.get_terminal_size` for the width whenever it builds a formatter, and
+    it builds one for every argument added; this asks the same question the same way.
+    """
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_terminal_columns() - 2)  # argparse's own margin
+
+
+def _terminal_columns() -> int:
+    """`$COLUMNS` if set and positive, else the terminal's width, else 80 (as `shutil`)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0 and sys.__stdout__ is not None:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (ValueError, OSError):  # not a terminal, or stdout closed
+            columns = 0
+    return columns if columns > 0 else 80
+
+
 class _Parser(argparse.ArgumentParser):
     """An argparse parser that raises instead of exiting, so `--json` can report the error."""
 
@@ -145,7 +170,7 @@ def _common(*, in_subcommand: bool) -> _Parser:
     # Options may come before or after the command; in the subcommand they must not reset a
     # value given before it, hence SUPPRESS there.
     default = argparse.SUPPRESS if in_subcommand else None
-    common = _Parser(add_help=False)
+    common = _Parser(add_help=False, formatter_class=_Formatter)
     common.add_argument(
         "--config", default=default, help="configuration file (default: $ARTMEM_CONFIG)"
     )
@@ -171,6 +196,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     named = [] if argv is None else [n for n in _COMMANDS if {n, *_ALIASES.get(n, [])} & {*argv}]
     parser = _Parser(
         prog="artmem",
+        formatter_class=_Formatter,
         description="A project-scoped store for exact experimental results.",
         parents=[_common(in_subcommand=False)],
     )
@@ -185,6 +211,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             help=summary,
             description=summary,
             parents=[sub_common],
+            formatter_class=_Formatter,
         )
         configure(sub)
         sub.set_defaults(run=run)
