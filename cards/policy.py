@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, fields
 from typing import Final
+
+import msgspec
 
 from cards.errors import ConfigError, QuotaExceeded
 
 UNKNOWN_SOURCE_VERSION = "unknown"
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(msgspec.Struct, frozen=True):
     """Resource and metadata bounds (spec §28.5); an operator may lower them, never raise them."""
 
     artifact_bytes: int = 1 << 30
@@ -33,7 +33,7 @@ class Limits:
             ConfigError: a name is unknown, or a value is not a positive integer at most the
                 default.
         """
-        defaults = {f.name: getattr(self, f.name) for f in fields(self)}
+        defaults = msgspec.structs.asdict(self)
         for name, value in overrides.items():
             if name not in defaults:
                 raise ConfigError(f"limits.{name} is not a known limit")

@@ -7,9 +7,8 @@ the card binds the manifest by its SHA-256, the manifest binds each chunk.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-import orjson
+import msgspec
 
 from cards import canonical_json
 from cards.errors import IntegrityError
@@ -20,8 +19,7 @@ ALGORITHM = "xxh3-128"
 _DIGEST_HEX = re.compile(r"[0-9a-f]{32}")
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkManifest:
+class ChunkManifest(msgspec.Struct, frozen=True):
     """Per-chunk digests of one object."""
 
     size: int
@@ -58,7 +56,7 @@ def parse_manifest(raw: bytes) -> ChunkManifest:
         IntegrityError: the manifest is malformed or inconsistent with itself.
     """
     try:
-        doc = orjson.loads(raw)
+        doc = msgspec.json.decode(raw)
         size, chunk_bytes, chunks = doc["size"], doc["chunk_bytes"], doc["chunks"]
         ok = (
             doc["schema_version"] == MANIFEST_VERSION
@@ -71,7 +69,7 @@ def parse_manifest(raw: bytes) -> ChunkManifest:
             and len(chunks) == chunk_count(size, chunk_bytes)
             and all(isinstance(c, str) and _DIGEST_HEX.fullmatch(c) for c in chunks)
         )
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+    except (msgspec.DecodeError, RecursionError, KeyError, TypeError) as exc:
         raise IntegrityError("the chunk manifest is malformed") from exc
     if not ok:
         raise IntegrityError("the chunk manifest is malformed")

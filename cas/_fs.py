@@ -14,8 +14,9 @@ import functools
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import cast
+
+import msgspec
 
 from cards.errors import PathEscape, SourceMissing, StoreIOError
 
@@ -218,8 +219,7 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
-@dataclass(slots=True)
-class Staged:
+class Staged(msgspec.Struct):
     """A uniquely named, exclusively locked temp file in a staging directory.
 
     The writer holds an `flock` on it for its whole life, so an operator check can tell a live
@@ -350,8 +350,7 @@ def is_stale_stage(dir_fd: int, name: str, *, older_than_ns: int) -> bool:
         os.close(fd)
 
 
-@dataclass(frozen=True, slots=True)
-class Unnamed:
+class Unnamed(msgspec.Struct, frozen=True):
     """A file with no name until it is published (`O_TMPFILE`): a crash leaves nothing behind.
 
     It is linked into place through `/proc/self/fd`, the one way an unprivileged process can
@@ -410,8 +409,7 @@ def unnamed(dir_fd: int, kind: str) -> Iterator[Unnamed | Staged]:
         os.close(fd)
 
 
-@dataclass(frozen=True, slots=True)
-class StagedBeside:
+class StagedBeside(msgspec.Struct, frozen=True):
     """A staged file in the directory of `path` (same filesystem), published by `publish`."""
 
     stage: Unnamed | Staged

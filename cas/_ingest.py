@@ -12,8 +12,9 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import PurePosixPath
+
+import msgspec
 
 from cards import SessionId
 from cards.errors import (
@@ -64,8 +65,7 @@ def _below(path: PurePosixPath, rlm_root: str, exports: tuple[str, ...]) -> tupl
     raise PathEscape("the source path is outside the caller session's exports directory")
 
 
-@dataclass(slots=True)
-class ExportSource:
+class ExportSource(msgspec.Struct):
     """An open, checked source file and the directory entry it was opened through."""
 
     fd: int

@@ -12,7 +12,8 @@ import os
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from cards import ArtifactId, parse_artifact_id
 from cards.errors import InvalidId, ObjectMissing, PathEscape, SourceMissing, StoreIOError
@@ -27,8 +28,7 @@ MAX_RECORD_BYTES = 4096
 _SIDE_FILES = (CHUNKS_SUFFIX, VERIFIED_SUFFIX)
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectEntry:
+class ObjectEntry(msgspec.Struct, frozen=True):
     """One entry of the objects tree: named like an object (`artifact_id` set), or not.
 
     A name is not a proof: the entry may be a symlink or hold other bytes (`fsck` checks).

@@ -6,7 +6,8 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from cards.errors import ExperimentNotFound, SourceMissing, StoreIOError
 from cas import _fs
@@ -15,8 +16,7 @@ from cas._layout import LOCK, ProjectLayout
 from cas._objects import ObjectStore
 
 
-@dataclass(frozen=True, slots=True)
-class Project:
+class Project(msgspec.Struct, frozen=True):
     """A project's rooms, open through one directory descriptor (valid inside `open_project`)."""
 
     fd: int

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from cards import (
     ArtifactId,
@@ -23,8 +24,7 @@ if TYPE_CHECKING:  # the card models load only where a card is built or read
     from cards import CardMetadata, ExperimentCardV1
 
 
-@dataclass(frozen=True, slots=True)
-class Provenance:
+class Provenance(msgspec.Struct, frozen=True):
     """Who asked for a record: supplied by the host, never by the model or kernel.
 
     The host parses the session id once, at its boundary (`cards.parse_session_id`).
@@ -35,8 +35,7 @@ class Provenance:
     tool_call_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Recorded:
+class Recorded(msgspec.Struct, frozen=True):
     """The outcome of a record: the committed card and what happened on the way."""
 
     card: ExperimentCardV1
@@ -52,8 +51,7 @@ class Recorded:
         return self.card_created or self.card_updated
 
 
-@dataclass(frozen=True, slots=True)
-class Located:
+class Located(msgspec.Struct, frozen=True):
     """A card of this project, its freshness, and where its bytes are (not yet hashed)."""
 
     card: ExperimentCardV1
@@ -62,8 +60,7 @@ class Located:
     warnings: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Resolved:
+class Resolved(msgspec.Struct, frozen=True):
     """A verified artifact: `path` is handed out only after size and SHA-256 are proven."""
 
     path: str
@@ -75,8 +72,7 @@ class Resolved:
     warnings: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(msgspec.Struct, frozen=True):
     """Committed usage of a project, as quotas count it."""
 
     objects: int

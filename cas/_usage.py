@@ -23,9 +23,8 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
-import orjson
+import msgspec
 
 from cards.errors import PathEscape, SourceMissing, StoreIOError
 from cas import _fs
@@ -41,8 +40,7 @@ _Shard = tuple[int, int, tuple[int, ...]]
 ShardLister = Callable[[int, str], Iterable[int]]
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectSummary:
+class ObjectSummary(msgspec.Struct, frozen=True):
     """The named objects of a project: how many, their bytes, and the sizes that occur."""
 
     objects: int
@@ -107,8 +105,8 @@ def _load(project_fd: int) -> tuple[dict[str, _Shard], int]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return {}, 0
-        return _parsed(orjson.loads(_fs.read_small(fd, MAX_SUMMARY_BYTES, st.st_size)))
-    except (StoreIOError, OSError, orjson.JSONDecodeError, TypeError, ValueError):
+        return _parsed(msgspec.json.decode(_fs.read_small(fd, MAX_SUMMARY_BYTES, st.st_size)))
+    except (StoreIOError, OSError, msgspec.DecodeError, RecursionError, TypeError, ValueError):
         return {}, 0
     finally:
         os.close(fd)
@@ -137,4 +135,4 @@ def _store(project_fd: int, stage_fd: int, started: int, shards: dict[str, _Shar
     }
     # A summary that cannot be written is rebuilt next time: never a reason to fail a record.
     with contextlib.suppress(StoreIOError):
-        _fs.atomic_write(project_fd, USAGE, orjson.dumps(document), stage_fd, "summary")
+        _fs.atomic_write(project_fd, USAGE, msgspec.json.encode(document), stage_fd, "summary")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-import orjson
+import msgspec
 
 from cards import ArtifactId, ProjectKey
 from cards.errors import IntegrityError, ObjectMissing
@@ -183,7 +183,7 @@ class Verifier:
 
 def _record(key: FileIdentity, sha256: str, verified_at: datetime) -> bytes:
     """A verification record: the identity that was hashed, its digest, and when."""
-    return orjson.dumps(
+    return msgspec.json.encode(
         {
             "v": 1,
             "identity": list(key[2:]),
@@ -198,7 +198,7 @@ def _recorded(raw: bytes | None, key: FileIdentity, sha256: str) -> datetime | N
     if raw is None:
         return None
     try:
-        record = orjson.loads(raw)
+        record = msgspec.json.decode(raw)
         if (
             record.get("v") != 1
             or record.get("identity") != list(key[2:])
@@ -206,6 +206,6 @@ def _recorded(raw: bytes | None, key: FileIdentity, sha256: str) -> datetime | N
         ):
             return None
         verified_at = datetime.fromisoformat(record["verified_at"])
-    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+    except (msgspec.DecodeError, RecursionError, AttributeError, KeyError, TypeError, ValueError):
         return None
     return verified_at if verified_at.tzinfo is not None else None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+
+import msgspec
 
 from cards import InvalidInput
 from cas import Store
@@ -15,8 +16,7 @@ from harness_plugin.config import load_config
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """A command's result: a JSON view for scripts, lines for people, and an exit status."""
 
     view: dict[str, object]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from cards import NotOwner
 from harness_plugin.config import Config
@@ -31,8 +32,7 @@ if TYPE_CHECKING:
     from indexer.honcho_adapter import HonchoMemoryService
 
 
-@dataclass
-class SyncReport:
+class SyncReport(msgspec.Struct):
     """What `artmem sync` did."""
 
     reconciled: ReconcileReport
@@ -41,25 +41,27 @@ class SyncReport:
     last_error: str | None
 
 
-@dataclass
 class Runtime:
     """Everything a host process needs, built once from a validated configuration."""
 
-    config: Config
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    transport: httpx.BaseTransport | None = None
-    stores: dict[str, Store] = field(init=False)
-    outbox: Outbox | None = field(init=False, default=None)
-    indexer: CardIndexer | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        self.stores = {p.id: self.config.store(p.id) for p in self.config.projects}
-        honcho = self.config.honcho
+    def __init__(
+        self,
+        config: Config,
+        environ: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self.environ: Mapping[str, str] = dict(os.environ) if environ is None else environ
+        self.transport = transport
+        self.stores: dict[str, Store] = {p.id: config.store(p.id) for p in config.projects}
+        self.outbox: Outbox | None = None
+        self.indexer: CardIndexer | None = None
+        honcho = config.honcho
         if honcho.enabled:  # the indexer loads only with Honcho on
             from indexer import CardIndexer, Outbox
 
             honcho.api_key(self.environ)  # fail at start, not at the first delivery
-            self.outbox = Outbox(self.config.state_root)
+            self.outbox = Outbox(config.state_root)
             self.indexer = CardIndexer(
                 outbox=self.outbox, stores=self.stores, assistant_peer_id=honcho.assistant_peer_id
             )

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 if TYPE_CHECKING:
     from cards import ExperimentCardV1, IndexState
 
 
-@dataclass(frozen=True, slots=True)
-class CardAdmission:
+class CardAdmission(msgspec.Struct, frozen=True):
     """What admitting a card's projection did, and the card as it stands afterwards."""
 
     queued: bool

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -25,10 +25,12 @@ from cards import CardMetadata, ExperimentCardV1, Limits
 from cards.card import Column
 from cards.errors import ArtifactError, TableUnreadable
 from cas._chunks import parse_manifest
-from cas.slicing._isolated import Answer, Bounds, bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import PARQUET, SUPPORTED_MEDIA_TYPES
-from cas.slicing._reader import VerifiedReader
+
+if TYPE_CHECKING:  # loaded by the first table read: a record of other bytes never needs them
+    from cas.slicing._isolated import Answer
+    from cas.slicing._reader import VerifiedReader
 
 # A record waits for this; a slice or `show` may take the operator's full budget.
 FOOTER_LIMITS = DEFAULT_SLICE_LIMITS.lowered(max_seconds=10)
@@ -36,8 +38,7 @@ MAX_NAME_CHARS = 256  # longer than any card column may be: the store skips it, 
 _ANSWER_BYTES = 8 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class TableFacts:
+class TableFacts(msgspec.Struct, frozen=True):
     """A table's top-level column names (each cut to `MAX_NAME_CHARS`), their count, its rows."""
 
     columns: tuple[str, ...]
@@ -55,8 +56,7 @@ def wanted(metadata: CardMetadata, existing: ExperimentCardV1 | None) -> bool:
     return columns or (shape and metadata.media_type == PARQUET)  # only Parquet counts rows
 
 
-@dataclass(frozen=True, slots=True)
-class Measured:
+class Measured(msgspec.Struct, frozen=True):
     """What reading a staged table gave: its facts (None if unread) and warnings saying why not."""
 
     facts: TableFacts | None = None
@@ -111,6 +111,9 @@ def read_facts(
         IntegrityError: the staged bytes differ from `manifest`.
         StoreIOError: the bytes could not be read, or the reader could not be started.
     """
+    from cas.slicing._isolated import Bounds, bounded
+    from cas.slicing._reader import VerifiedReader
+
     reader = VerifiedReader(
         os.dup(fd), parse_manifest(manifest), max_read_bytes=limits.max_read_bytes
     )
@@ -128,6 +131,7 @@ def _load_readers() -> None:
 
 
 def _facts_in_child(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
+    from cas.slicing._isolated import Answer
     from cas.slicing._slice import describe_work
 
     info = describe_work(reader, media_type, limits).value

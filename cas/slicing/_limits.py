@@ -8,7 +8,7 @@ at a time, so its rows need no bound and its bytes and time only generous ceilin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+import msgspec
 
 from cards.errors import ConfigError
 
@@ -17,8 +17,7 @@ DECODE_SHARE = 4
 bound: decoding holds the compressed bytes, the decoded values and a filtered copy at once."""
 
 
-@dataclass(frozen=True, slots=True)
-class TableBounds:
+class TableBounds(msgspec.Struct, frozen=True):
     """Bounds on what a table's metadata may claim before it is parsed or used.
 
     `max_decoded_bytes` bounds the declared decoded size of one Parquet page, and of the
@@ -37,8 +36,7 @@ MAX_EXPORT_BYTES = 2**62
 """Beyond any disk; keeps byte counts well inside a signed 64-bit integer."""
 
 
-@dataclass(frozen=True, slots=True)
-class ExportLimits:
+class ExportLimits(msgspec.Struct, frozen=True):
     """The operator's bounds on a slice streamed into a file (`artmem slice --out`).
 
     The child that decodes holds one batch at a time, so `max_rows` defaults to no bound
@@ -69,8 +67,7 @@ def _check_positive(name: str, value: object, high: int, *, optional: bool = Fal
         raise ConfigError(f"slice.{name} must be a positive integer at most {high}")
 
 
-@dataclass(frozen=True, slots=True)
-class SliceLimits:
+class SliceLimits(msgspec.Struct, frozen=True):
     """The operator's ceilings on slices; they may be lowered, never raised.
 
     `max_memory_bytes` is the address space the process that decodes a table (a child: see
@@ -99,7 +96,7 @@ class SliceLimits:
                 current one.
         """
         for name, value in overrides.items():
-            if name not in {f.name for f in fields(self)} - {"export"}:
+            if name not in self.__struct_fields__ or name == "export":
                 raise ConfigError(f"slice.{name} is not a known limit")
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"slice.{name} must be a positive integer")
@@ -107,11 +104,11 @@ class SliceLimits:
                 raise ConfigError(
                     f"slice.{name} may only be lowered (at most {getattr(self, name)})"
                 )
-        return replace(self, **overrides)  # type: ignore[arg-type]  # names checked above
+        return msgspec.structs.replace(self, **overrides)
 
     def with_export(self, export: ExportLimits) -> SliceLimits:
         """These limits, with `export` as the bounds of slices streamed into a file."""
-        return replace(self, export=export)
+        return msgspec.structs.replace(self, export=export)
 
     @property
     def table_bounds(self) -> TableBounds:

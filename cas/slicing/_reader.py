@@ -18,9 +18,9 @@ import os
 import stat
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 import xxhash
 
 from cards.errors import ArtifactError, IntegrityError, ObjectMissing, StoreIOError, TableTooLarge
@@ -62,8 +62,7 @@ class RemoteBytes(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class SliceSource:
+class SliceSource(msgspec.Struct, frozen=True):
     """A recorded object as a slice reads it: its bytes, its manifest, and what binds them.
 
     `size`, `media_type` and `chunk_manifest_sha256` are the card's facts about the bytes.
@@ -82,8 +81,7 @@ class SliceSource:
     remote: RemoteBytes | None = None
 
 
-@dataclass(slots=True)
-class ReadStats:
+class ReadStats(msgspec.Struct):
     """What a reader did: bytes read (from disk or fetched), and chunks hashed and found intact."""
 
     bytes_read: int = 0

@@ -8,12 +8,12 @@ after the first block) fails with a typed error inside the bounded child.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import io
 import json
 import os
 
+import msgspec
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
@@ -331,6 +331,6 @@ def test_a_json_document_is_not_sliced_as_json_lines(ws, store):
     located = record(ws, store, b'[{"k": 1}]', "application/json")
     with pytest.raises(UnsupportedMediaType):
         sliced(located)
-    claimed = dataclasses.replace(located.source, media_type=JSONL)
+    claimed = msgspec.structs.replace(located.source, media_type=JSONL)
     with pytest.raises(TableUnreadable):
         read_slice(claimed, SliceRequest())

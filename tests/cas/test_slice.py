@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import io
@@ -12,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
@@ -87,8 +87,8 @@ def record(ws, store, data: bytes, media_type: str = PARQUET) -> Located:
     except MediaTypeMismatch:
         recorded = ws.record(store, name, media_type="application/octet-stream")
         located = store.locate(recorded.card.experiment_id)
-        claimed = dataclasses.replace(located.source, media_type=media_type)
-        return dataclasses.replace(located, source=claimed)
+        claimed = msgspec.structs.replace(located.source, media_type=media_type)
+        return msgspec.structs.replace(located, source=claimed)
     return store.locate(recorded.card.experiment_id)
 
 
