@@ -123,6 +123,7 @@ def test_a_racy_shard_is_never_trusted(tree):
         b'{"version": 1, "started_ns": 0, "shards": {"aa": [1, 2, [-5]]}}',
         b'{"version": 1, "started_ns": 0, "shards": {"aa": [1, 2, ["x"]]}}',
         b"[1, 2, 3]",
+        b"[" * 50_000 + b"]" * 50_000,  # nesting past the decoder's recursion limit
     ],
 )
 def test_a_torn_or_foreign_summary_is_rebuilt(tree, content):
