@@ -16,9 +16,9 @@ import argparse
 import io
 import os
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import TextIO
 
+import msgspec
 import orjson
 
 from cards import (
@@ -97,8 +97,8 @@ def show(
 
 
 def _info_view(info: TableInfo) -> dict[str, object]:
-    document = asdict(info)
-    document["row_groups"] = document["row_groups"][:100]  # bounded for a person; count stays
+    shown = msgspec.structs.replace(info, row_groups=info.row_groups[:100])  # the count stays
+    document: dict[str, object] = msgspec.to_builtins(shown)  # bounded for a person
     return document
 
 

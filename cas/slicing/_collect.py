@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field
 from typing import Protocol
 
+import msgspec
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
@@ -65,8 +65,7 @@ class IpcSink:
         return self._sink.getvalue()
 
 
-@dataclass(slots=True)
-class Collected:
+class Collected(msgspec.Struct):
     """What a slice kept so far, handed to `sink`; `reason` names the bound reached."""
 
     schema: pa.Schema
@@ -75,7 +74,7 @@ class Collected:
     nbytes: int = 0
     seen: int = 0
     reason: str | None = None
-    _pending: list[pa.RecordBatch] = field(default_factory=list)
+    _pending: list[pa.RecordBatch] = msgspec.field(default_factory=list)
     _pending_bytes: int = 0
 
     def keep(self, piece: pa.RecordBatch, whole: pa.RecordBatch) -> None:

@@ -23,7 +23,8 @@ import contextlib
 import functools
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from cards.errors import InvalidInput, StoreIOError, TableUnreadable
 from cas import _fs
@@ -47,8 +48,7 @@ from cas.slicing._tables import prepare_child
 UNBOUNDED_ROWS = 2**63 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class ExportResult:
+class ExportResult(msgspec.Struct, frozen=True):
     """What an export wrote, and what reading it cost.
 
     `bytes` counts the rows' materialised (Arrow) bytes, the measure of every slice's byte

@@ -21,8 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import date, datetime
+
+import msgspec
 
 from cards import excerpt
 from cards.errors import FilterSyntaxError
@@ -54,8 +55,7 @@ _TIMESTAMP = re.compile(
 _INT_RANGE = (-(2**63), 2**64 - 1)
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(msgspec.Struct, frozen=True):
     """A lexical token: `kind`, its source `text`, its `value`, and its character position."""
 
     kind: str
@@ -64,16 +64,14 @@ class Token:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(msgspec.Struct, frozen=True):
     """A column reference."""
 
     name: str
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
-class Literal:
+class Literal(msgspec.Struct, frozen=True):
     """A literal: `kind` is string, int, float, bool, date or timestamp."""
 
     kind: str
@@ -84,8 +82,7 @@ class Literal:
 Operand = Column | Literal
 
 
-@dataclass(frozen=True, slots=True)
-class Compare:
+class Compare(msgspec.Struct, frozen=True):
     """`left op right`, with `op` one of = != < <= > >=."""
 
     op: str
@@ -94,8 +91,7 @@ class Compare:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
-class InList:
+class InList(msgspec.Struct, frozen=True):
     """`column [not] in (items)`."""
 
     column: Column
@@ -104,37 +100,32 @@ class InList:
     pos: int
 
 
-@dataclass(frozen=True, slots=True)
-class IsNull:
+class IsNull(msgspec.Struct, frozen=True):
     """`column is [not] null`."""
 
     column: Column
     negated: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Truth:
+class Truth(msgspec.Struct, frozen=True):
     """A boolean column used as a predicate on its own."""
 
     column: Column
 
 
-@dataclass(frozen=True, slots=True)
-class Not:
+class Not(msgspec.Struct, frozen=True):
     """`not operand`."""
 
     operand: Node
 
 
-@dataclass(frozen=True, slots=True)
-class And:
+class And(msgspec.Struct, frozen=True):
     """All parts hold."""
 
     parts: tuple[Node, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Or:
+class Or(msgspec.Struct, frozen=True):
     """Some part holds."""
 
     parts: tuple[Node, ...]

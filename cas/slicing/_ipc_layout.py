@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+import msgspec
 import pyarrow as pa
 
 from cards.errors import TableTooLarge, TableUnreadable
@@ -25,8 +25,7 @@ _BLOCK = struct.Struct("<qi4xq")  # offset, metadata length, body length
 _PAIR = struct.Struct("<qq")  # FieldNode (length, nulls) and Buffer (offset, length)
 
 
-@dataclass(frozen=True, slots=True)
-class Block:
+class Block(msgspec.Struct, frozen=True):
     """Where one message lies: its offset, its header's length, and its body's length."""
 
     offset: int

@@ -41,9 +41,9 @@ import signal
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import NoReturn, cast
 
+import msgspec
 import orjson
 
 from cards.errors import (
@@ -83,8 +83,7 @@ def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
 _prctl = _load_prctl()
 
 
-@dataclass(frozen=True, slots=True)
-class Bounds:
+class Bounds(msgspec.Struct, frozen=True):
     """What a child may spend: seconds, added address space (None: unbounded), answer bytes."""
 
     seconds: float = TIMEOUT_SECONDS
@@ -92,8 +91,7 @@ class Bounds:
     answer_bytes: int = MAX_ANSWER_BYTES
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(msgspec.Struct, frozen=True):
     """What work in a child returns: a JSON-ready value, and bytes that cross as they are."""
 
     value: object

@@ -17,9 +17,9 @@ dispatch in both cases.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TypeAlias
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -27,15 +27,13 @@ from cards import excerpt
 from cards.errors import TableUnreadable
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
+class Field(msgspec.Struct, frozen=True):
     """A column of the batch, by name."""
 
     name: str
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Call:
+class Call(msgspec.Struct, frozen=True, eq=False):
     """`function(*args)` of `pyarrow.compute`, with its options."""
 
     function: str
@@ -76,8 +74,7 @@ def evaluate(argument: Argument, batch: pa.RecordBatch) -> pa.Array | pa.Scalar:
     return pc.call_function(argument.function, args, argument.options)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Predicate:
+class Predicate(msgspec.Struct, frozen=True, eq=False):
     """A checked filter: the expression that prunes, and the mask that filters a batch."""
 
     tree: Call | Field

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 from cards.errors import TableTooLarge
 from cas.slicing._reader import VerifiedReader
@@ -34,8 +35,7 @@ class Malformed(Exception):
     """The bytes are not a compact-protocol page header."""
 
 
-@dataclass(frozen=True, slots=True)
-class PageHeader:
+class PageHeader(msgspec.Struct, frozen=True):
     """What a page header declares, and its own length in bytes."""
 
     header_bytes: int

@@ -22,8 +22,8 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
 
+import msgspec
 import pyarrow as pa
 
 from cards.errors import (
@@ -61,8 +61,7 @@ from cas.slicing._tables import Scan, prepare_child
 _MAX_OFFSET = 2**63 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class SliceRequest:
+class SliceRequest(msgspec.Struct, frozen=True):
     """What to read; `limit` and `max_bytes` default to the operator's ceilings."""
 
     columns: tuple[str, ...] | None = None
@@ -72,8 +71,7 @@ class SliceRequest:
     max_bytes: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class SliceResult:
+class SliceResult(msgspec.Struct, frozen=True):
     """A bounded slice and what reading it cost."""
 
     table: pa.Table
@@ -146,7 +144,9 @@ def describe(source: SliceSource, *, limits: SliceLimits | None = None) -> Table
         work = functools.partial(describe_work, reader, media_type, limits)
         info = info_from_answer(bounded(work, reader, _bounds(limits, MAX_ANSWER_BYTES)).value)
         stats = reader.stats
-    return replace(info, bytes_read=stats.bytes_read, chunks_verified=stats.chunks_verified)
+    return msgspec.structs.replace(
+        info, bytes_read=stats.bytes_read, chunks_verified=stats.chunks_verified
+    )
 
 
 def _bounds(limits: SliceLimits, answer_bytes: int) -> Bounds:

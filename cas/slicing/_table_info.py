@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-from dataclasses import asdict, dataclass, field
 
+import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -29,8 +29,7 @@ MAX_SHOWN_CHARS = 100
 Shown = str | int | float | bool
 
 
-@dataclass(frozen=True, slots=True)
-class FieldInfo:
+class FieldInfo(msgspec.Struct, frozen=True):
     """One top-level field of the table's Arrow schema."""
 
     name: str
@@ -38,8 +37,7 @@ class FieldInfo:
     nullable: bool
 
 
-@dataclass(frozen=True, slots=True)
-class ColumnStats:
+class ColumnStats(msgspec.Struct, frozen=True):
     """Totals over all row groups of one Parquet leaf column; None where a footer is silent."""
 
     path: str
@@ -50,8 +48,7 @@ class ColumnStats:
     max: Shown | None
 
 
-@dataclass(frozen=True, slots=True)
-class RowGroupInfo:
+class RowGroupInfo(msgspec.Struct, frozen=True):
     """One row group (or record batch) and its sizes."""
 
     rows: int
@@ -59,8 +56,7 @@ class RowGroupInfo:
     uncompressed_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
-class TableInfo:
+class TableInfo(msgspec.Struct, frozen=True):
     """A table's shape from its footer, plus the cost of reading that footer."""
 
     media_type: str
@@ -74,7 +70,7 @@ class TableInfo:
     created_by: str | None
     bytes_read: int = 0
     chunks_verified: int = 0
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
 
 def table_info(table: TableFile, media_type: str) -> TableInfo:
@@ -144,7 +140,7 @@ def _parquet_info(table: ParquetTable, fields: tuple[FieldInfo, ...]) -> TableIn
 
 def info_as_answer(info: TableInfo) -> dict[str, object]:
     """A `TableInfo` as the JSON-ready value a child answers."""
-    return asdict(info)
+    return msgspec.to_builtins(info)  # type: ignore[no-any-return]  # a struct: a dict
 
 
 def info_from_answer(answer: object) -> TableInfo:

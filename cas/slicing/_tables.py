@@ -23,9 +23,9 @@ CSV and JSON Lines, which have no footer, are read by `_text_tables`; `_formats`
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -47,8 +47,7 @@ STREAM_BUFFER_BYTES = 1 << 20
 _MAGIC = {PARQUET: b"PAR1", ARROW_FILE: b"ARROW1"}
 
 
-@dataclass(frozen=True, slots=True)
-class Scan:
+class Scan(msgspec.Struct, frozen=True):
     """What to read: output `columns`, an optional filter, every column needed, rows to skip.
 
     `skip_rows` may be skipped unread (never with a filter); at most `keep_rows` rows are kept.

@@ -306,7 +306,7 @@ def test_slices_agree_with_the_same_selection_from_a_full_read(ws, case):
 
 
 def vars_of(request: SliceRequest) -> dict[str, object]:
-    return {name: getattr(request, name) for name in request.__dataclass_fields__}
+    return {name: getattr(request, name) for name in request.__struct_fields__}
 
 
 # -- pushdown and early stops (asserted on what was read, never on time) ----------------------
