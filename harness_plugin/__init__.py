@@ -16,9 +16,8 @@ Names load lazily (PEP 562): `artmem --help` loads none of them.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
-
-from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from harness_plugin._caller import Caller, parse_caller
@@ -34,4 +33,19 @@ _EXPORTS = {
 
 __all__ = ["Caller", "Runtime", "ToolHost", "parse_caller"]
 
-__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
+
+# Not `cards.lazy`: importing it would load the `cards` package (ids, errors, bounds) into
+# `artmem --help`, which needs none of it.
+def __getattr__(name: str) -> object:
+    """Load an exported name's module on first use (PEP 562) and cache the name here."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The exported names."""
+    return sorted(_EXPORTS)

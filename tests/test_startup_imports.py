@@ -30,7 +30,8 @@ _RUN = (
 # Never for these commands (Honcho is disabled in the store below).
 HEAVY = {"pyarrow", "honcho", "httpx", "anyio", "duckdb", "indexer.honcho_adapter", "sqlite3"}
 FORBIDDEN = {
-    "--help": HEAVY | {"pydantic", "cards.model", "cards.wire", "cas._store", "indexer"},
+    # Argument parsing only: not even the core's ids and bounds.
+    "--help": HEAVY | {"pydantic", "cards", "msgspec", "cas", "indexer", "shutil"},
     # The configuration and stored cards are msgspec structs; only caller input (record, the
     # tools' arguments) and the wire models the tools validate against are pydantic.
     "status": HEAVY
