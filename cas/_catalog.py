@@ -115,8 +115,9 @@ class Catalog:
         Args:
             max_cards: The most cards the catalog holds (the project's card limit).
             skipped: Card files the caller could not read, reported back by `skipped`.
-            cache_min_postings: Cache the impacts of terms held by at least this many cards.
-            cache_max_entries: The most cached impacts, summed over terms.
+            cache_min_postings: Cache the impact bounds of terms held by at least this many
+                cards.
+            cache_max_entries: The most cached impact bounds (one per slot and term).
 
         Raises:
             InvalidInput: `max_cards` is below 1 or `skipped` is negative.

@@ -28,7 +28,7 @@ from cas._catalog_postings import (
     PACK_SHAPE,
     SLOT_CODE,
     Bm25,
-    ImpactCache,
+    BoundCache,
     Packed,
     Postings,
     count_packed,
@@ -39,11 +39,14 @@ __all__ = ["B", "EXACT_KINDS", "K1", "PACK_SHAPE", "Entry", "TermIndex"]
 
 K1 = 1.2
 B = 0.75
-# A search that must score every card of its terms (several common words) keeps their impacts
-# for the next one, while nothing changes: terms of at least CACHE_MIN_POSTINGS cards, at most
-# CACHE_MAX_ENTRIES impacts in all (about 100 bytes each), least recently used out first.
+# A search of several common words keeps their impact bounds (one 4-byte field per slot and
+# term) for the next one, kept up to date through changes: terms of at least
+# CACHE_MIN_POSTINGS cards, at most CACHE_MAX_ENTRIES fields in all (48 MB: 120 terms at
+# 100,000 cards), the term of fewest cards out first. The second search of several words
+# bounds every term held by 1/WARM_SHARE of the cards at once (`TermIndex._warm`).
 CACHE_MIN_POSTINGS = 256
-CACHE_MAX_ENTRIES = 200_000
+CACHE_MAX_ENTRIES = 12_000_000
+WARM_SHARE = 16
 EXACT_KINDS = ("experiment_id", "artifact_id", "query_fingerprint", "tag", "source_version")
 _LETTER = {"artifact_id": "a", "query_fingerprint": "q", "tag": "t", "source_version": "s"}
 _KIND = {letter: kind for kind, letter in _LETTER.items()}
@@ -91,7 +94,7 @@ class TermIndex:
         cache_min_postings: int = CACHE_MIN_POSTINGS,
         cache_max_entries: int = CACHE_MAX_ENTRIES,
     ) -> None:
-        self._cache = ImpactCache(cache_min_postings, cache_max_entries)
+        self._cache = BoundCache(cache_min_postings, cache_max_entries)
         self._slot_of: dict[str, int] = {}
         self._keys: list[str | None] = []  # slot -> experiment id; None: a free slot
         self._updated: list[float] = []
@@ -165,12 +168,14 @@ class TermIndex:
         self._doc_terms[slot] = " ".join(entry.tf)
         self._doc_len[slot] = length = sum(entry.tf.values())
         self._total_len += length
-        self._cache.clear()  # every change moves the average length
+        cached = len(self._cache) > 0  # a bulk build skips the lookups
         for term, weight in entry.tf.items():
             postings = self._postings_of(term)
             if postings is None:
                 postings = self._postings[term] = Postings()
             postings.add(slot, weight, length)
+            if cached:
+                self._cache.held(postings, slot, weight, length)
 
     def remove(self, key: str) -> None:
         """Drop a held card."""
@@ -186,10 +191,10 @@ class TermIndex:
             postings = self._postings_of(term)
             assert postings is not None
             postings.remove(slot, self._doc_len[slot])
+            self._cache.held(postings, slot, 0, 0)
             if not postings:
                 del self._postings[term]
         self._total_len -= self._doc_len[slot]
-        self._cache.clear()
         self._keys[slot], self._doc_len[slot], self._updated[slot] = None, 0, 0.0
         self._doc_terms[slot], self._doc_exact[slot] = "", ""
         self._free.append(slot)
@@ -245,11 +250,42 @@ class TermIndex:
         first_idf = weighted[0][0]
         factored = [(1.0, self._postings_of(weighted[0][1]))]
         factored += [(idf / first_idf, self._postings_of(term)) for idf, term in weighted[1:]]
+        bm25 = self._bm25_of()
+        if len(factored) > 1:
+            self._warm(bm25)
         return top_scores(
             [(factor, postings) for factor, postings in factored if postings is not None],
             wanted,
-            self._bm25_of(),
+            bm25,
         )
+
+    def _warm(self, bm25: Bm25) -> None:
+        """Bound the frequent terms at once, on the second search of several words.
+
+        (The second since the bounds were last dropped.) Terms of at least 1/`WARM_SHARE` of
+        the cards, most frequent first, into at most half the cache. Built one by one on
+        first use, each would cost a later search up to a few milliseconds (at 100,000 cards,
+        about 100 terms); a one-shot search never pays.
+        """
+        cache = self._cache
+        cache.fit(bm25)
+        cache.searches += 1
+        if cache.searches != 2:
+            return
+        least = max(cache.min_postings, len(self._slot_of) // WARM_SHARE)
+        fields = len(self._doc_len)
+        room = cache.max_entries // 2
+        for held, term in sorted(((self._holding(t), t) for t in self._terms()), reverse=True):
+            if held < least or room < fields:
+                break
+            postings = self._postings_of(term)
+            if postings is not None:
+                bm25.bounds(postings)
+                room -= fields
+
+    def _terms(self) -> list[str]:
+        """Every term some card holds."""
+        return [*self._postings, *self._packed]
 
     def _bm25_of(self) -> Bm25:
         count = len(self._slot_of)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import math
 import random
+import struct
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cas import _catalog_postings as postings_module
 from cas._catalog_index import K1, B, Entry, TermIndex
+from cas._catalog_postings import Postings
 
 
 def _entries(rng: random.Random, count: int, vocabulary: int) -> list[Entry]:
@@ -80,3 +85,111 @@ def test_lexical_hits_equal_scoring_every_card(seed: int, count: int, vocabulary
             expected = _expected(entries, terms, limit)
             assert index.lexical(terms, limit, set()) == expected, terms
             assert reloaded.lexical(terms, limit, set()) == expected, terms
+
+
+def _small_groups(group: int, first_max: int, few: int = 8) -> contextlib.ExitStack:
+    """Bounds over groups of `group` slots, the rare-word path only up to `first_max` cards,
+    marked cards read by bound beyond `few` a group.
+
+    No query is small enough to score card by card.
+    """
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.object(postings_module, "_FEW_POSTINGS", 0))
+    stack.enter_context(mock.patch.object(postings_module, "_FEW", few))
+    stack.enter_context(mock.patch.object(postings_module, "_GROUP", group))
+    stack.enter_context(mock.patch.object(postings_module, "_FIRST_MAX", first_max))
+    return stack
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=2**32),
+    st.integers(min_value=60, max_value=500),
+    st.integers(min_value=3, max_value=40),
+    st.sampled_from([(8, 0, 8), (64, 0, 0), (64, 2_048, 8), (4_096, 0, 0)]),
+    st.integers(min_value=1, max_value=80),
+)
+def test_the_bounds_path_ranks_like_scoring_every_card_through_changes(
+    seed: int, count: int, vocabulary: int, shape: tuple[int, int, int], cached_from: int
+) -> None:
+    """Groups of a few slots, rare terms below the cache's minimum, a cache that evicts,
+    bounds kept through removals and additions (and dropped when the average length grows).
+    """
+    rng = random.Random(seed)
+    entries = [  # "all": a word every card holds adds almost nothing (bounded by a constant)
+        Entry(entry.key, entry.updated, (), {**entry.tf, "all": 1})
+        for entry in _entries(rng, count, vocabulary)
+    ]
+    index = TermIndex(cache_min_postings=cached_from, cache_max_entries=count * 6)
+    for entry in entries:
+        index.add(entry)
+    with _small_groups(*shape):
+        for _ in range(4):
+            for _ in range(6):
+                terms = list(dict.fromkeys(f"w{rng.randrange(vocabulary + 2)}" for _ in range(5)))
+                terms += ["all"] * rng.randrange(2)
+                limit = rng.choice((1, 3, 20))
+                assert index.lexical(terms, limit, set()) == _expected(entries, terms, limit)
+            _check_cached_bounds(index)
+            for entry in rng.sample(entries, k=min(len(entries), 8)):  # re-recorded, longer
+                index.remove(entry.key)
+                entries.remove(entry)
+                kept = dict(rng.sample(sorted(entry.tf.items()), k=max(1, len(entry.tf) - 1)))
+                longer = {**kept, "all": 1, f"w{rng.randrange(vocabulary)}": rng.randint(1, 30)}
+                changed = Entry(entry.key, entry.updated, (), longer)
+                index.add(changed)
+                entries.append(changed)
+
+
+def _check_cached_bounds(index: TermIndex) -> None:
+    """Every cached field bounds its card's impact from above, and is 0 where no card holds."""
+    bm25 = index._bm25_of()
+    steps = postings_module._LEVELS / bm25.scale
+    for postings, bounds in index._cache._bounds.items():
+        raw = b"".join(group.to_bytes(postings_module._GROUP * 4, "little") for group in bounds)
+        fields = struct.unpack(f"<{len(raw) // 4}I", raw)
+        held = dict(zip(postings.slots, postings.tfs, strict=True))
+        for slot, field in enumerate(fields):
+            if slot in held:
+                assert field > bm25.impact(held[slot], slot) * steps
+            else:
+                assert field == 0
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=2**31 - 1), min_size=1, max_size=40),
+    st.integers(min_value=0, max_value=2**31 - 1),
+)
+def test_the_carry_flags_exactly_the_fields_above_the_cut(values: list[int], cut: int) -> None:
+    total = sum(value << (32 * at) for at, value in enumerate(values))
+    over = postings_module._over(total, len(values), cut)
+    flagged = [at for at in range(len(values)) if over >> (32 * at + 31) & 1]
+    assert flagged == [at for at, value in enumerate(values) if value > cut]
+    assert over & ~postings_module._ones(len(values)) << 31 == 0
+
+
+def test_weights_keep_every_bound_below_the_flag() -> None:
+    for count, bits in ((1, 10), (32, 10), (500, 10), (600, 9), (5_000, 6)):
+        weights, used = postings_module._weights([(1.0, Postings())] * count)
+        assert sum(weights) * (postings_module._LEVELS + 1) < postings_module._FLAG
+        assert used == bits
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32), st.integers(min_value=200, max_value=600))
+def test_a_rare_word_among_common_ones_ranks_like_scoring_every_card(seed: int, count: int) -> None:
+    """Only the rare word's cards are scored when no card lacking it can reach the best."""
+    rng = random.Random(seed)
+    entries = _entries(rng, count, 400)
+    index = TermIndex()
+    for entry in entries:
+        index.add(entry)
+    held = {word for entry in entries for word in entry.tf}
+    rare = sorted(held, key=lambda word: sum(1 for entry in entries if word in entry.tf))
+    with _small_groups(64, 2_048):
+        for word in rare[:: max(1, len(rare) // 12)]:  # from the rarest to common ones
+            for common in (["w0"], ["w0", "w1"], ["w2", "w0", "w1"]):
+                for limit in (1, 3, 20):
+                    terms = list(dict.fromkeys([word, *common]))
+                    expected = _expected(entries, terms, limit)
+                    assert index.lexical(terms, limit, set()) == expected
