@@ -13,13 +13,14 @@ they lie in (0, 1]. Ties go to the most recently updated card, then to the small
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from cards.errors import InvalidInput
 from cas._catalog_index import (
@@ -50,8 +51,7 @@ HEAVY_WEIGHT = 2
 _TOKEN = re.compile(r"[^\W_]+")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class SearchHit:
+class SearchHit(msgspec.Struct, frozen=True):
     """One search result.
 
     Attributes:

@@ -21,8 +21,9 @@ import heapq
 import math
 from array import array
 from collections.abc import Iterable
-from dataclasses import dataclass
 from operator import itemgetter
+
+import msgspec
 
 from cas._catalog_postings import (
     PACK_SHAPE,
@@ -58,8 +59,7 @@ OrderKey = tuple[float, str]
 _ExactIndex = dict[str, dict[str, bytes]]
 
 
-@dataclass(frozen=True, slots=True)
-class _Descending:
+class _Descending(msgspec.Struct, frozen=True):
     """A string that sorts in reverse (ties among equally old cards: the larger id is older)."""
 
     value: str
@@ -68,8 +68,7 @@ class _Descending:
         return self.value > other.value
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     """What the index keeps of one card.
 
     Attributes:

@@ -30,9 +30,10 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from itertools import repeat
+
+import msgspec
 
 # Packed postings: slots and rank keys as unsigned 32-bit, weighted term frequencies as
 # unsigned 16-bit (a card's fields hold at most a few thousand tokens).
@@ -236,8 +237,7 @@ class BoundCache:
         bounds[group] = bounds[group] & ~(0xFFFFFFFF << shift) | level << shift
 
 
-@dataclass(frozen=True, slots=True)
-class Bm25:
+class Bm25(msgspec.Struct, frozen=True):
     """What a term's BM25 impact in a card depends on, besides its term frequency."""
 
     base: float  # K1 * (1 - B)
