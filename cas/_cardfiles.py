@@ -1,8 +1,9 @@
 """Card files of one project: `cards/<experiment_id>.json`, validated on every read.
 
 A card is replaced atomically (staged, fsynced, renamed), so a reader sees the old or the new
-document, never a mix. A card is used only if it parses, carries a supported schema version, and
-names this project and the experiment id of its file name.
+document, never a mix. Every write is logged first (`_card_log`), so a reader finds the changed
+files without a stat per card (`changes`). A card is used only if it parses, carries a supported
+schema version, and names this project and the experiment id of its file name.
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ from cards.errors import (
     SourceMissing,
     StoreIOError,
 )
-from cas import _fs
+from cas import _card_log, _fs
 from cas._layout import CARD_SUFFIX, ProjectLayout
 
 if TYPE_CHECKING:  # the card models load with the first card parsed, not with the store
     from cards import ExperimentCardV1
+    from cas._card_log import LogMark
 
 MAX_CARD_BYTES = 1 << 20
+# Listed names whose inode differs from their stamp, beyond which a stat of every file is cheaper
+# than parsing them all (a quarter of the listing, at least this many).
+_MAX_MOVED = 1024
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 # What tells a card file's version without reading it, compared for equality only: locally
@@ -55,6 +60,21 @@ class CardRead:
     name: str
     stamp: CardStamp | None
     card: ExperimentCardV1 | ArtifactError | None
+
+
+@dataclass(frozen=True, slots=True)
+class CardChanges:
+    """The card files that may have changed since a log mark, read; and every name present.
+
+    `names` holds every card file name there is now (a name known before and missing from it
+    is gone). `mark` is the log position the reads are true of (None: no log to follow);
+    `logged` whether the log chose the files (False: every file was listed and stat'ed).
+    """
+
+    reads: tuple[CardRead, ...]
+    names: frozenset[str]
+    mark: LogMark | None
+    logged: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,23 +158,68 @@ class CardFiles:
         finally:
             os.close(cards_fd)
 
+    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
+        """The card files changed since the log mark `since`, without a stat per card.
+
+        Re-read: the names logged after `since`, always parsed (a stamp can repeat: an inode
+        reused with the same size and mtime), and from one listing of the directory (no stat:
+        the inode comes with the name) names unknown to `known` or whose inode differs from
+        their stamp. When the log cannot say (`_card_log`) or `since` is None, every file is
+        scanned as `scan` does. Either way the result is true of the returned mark.
+        """
+        tail = _card_log.read_since(self._fd, since)
+        if tail.names is None:
+            return self._rescan(known, tail.mark)
+        try:
+            cards_fd = _fs.open_dir_beneath(self._fd, self._layout.cards_dir)
+        except (SourceMissing, PathEscape):
+            return CardChanges((), frozenset(), tail.mark, logged=True)
+        try:
+            listed, moved = _listed(cards_fd, known)
+            logged = set(tail.names)
+            unlogged = set(moved) - logged
+            if len(unlogged) > max(_MAX_MOVED, len(listed) // 4):
+                # Listed inodes that never match stamps (some overlay filesystems): a stat of
+                # every file is cheaper than parsing them all; the logged ones are parsed.
+                unlogged_known = {n: s for n, s in known.items() if n not in logged}
+                return self._rescan(unlogged_known, tail.mark)
+            present = frozenset(listed)
+            reads = [
+                self._read_entry(cards_fd, name, None if name in logged else known.get(name))
+                for name in sorted(logged.union(unlogged))
+                if name in present or _exists(cards_fd, name)
+            ]
+        finally:
+            os.close(cards_fd)
+        extra = [read.name for read in reads if read.name not in present]  # made since listed
+        names = present.union(extra) if extra else present
+        return CardChanges(tuple(reads), names, tail.mark, logged=True)
+
+    def _rescan(self, known: Mapping[str, CardStamp], mark: LogMark | None) -> CardChanges:
+        reads = tuple(self.scan(known))
+        return CardChanges(reads, frozenset(read.name for read in reads), mark, logged=False)
+
     def count(self) -> int:
         """How many card files there are (valid or not: each holds a quota slot)."""
         names = _fs.list_dir_beneath(self._fd, self._layout.cards_dir)
         return sum(1 for name in names if name.endswith(CARD_SUFFIX))
 
     def write(self, card: ExperimentCardV1, tmp_fd: int) -> None:
-        """Atomically replace the card's file (staged in `tmp_fd`'s directory).
+        """Atomically replace the card's file (staged in `tmp_fd`'s directory), logged first.
+
+        The caller holds the commit lock (`Project.locked`): the card log's readers rely on it.
 
         Raises:
-            StoreIOError: the card could not be written; the old file is untouched.
+            StoreIOError: the card could not be written (or logged); the old file is untouched.
         """
         from cards.card import dump_card
 
+        data = dump_card(card)
         cards_fd = _fs.make_dirs(self._fd, self._layout.cards_dir)
         try:
             name = card.experiment_id + CARD_SUFFIX
-            _fs.atomic_write(cards_fd, name, dump_card(card), tmp_fd, "card")
+            _card_log.log_change(self._fd, name, tmp_fd)  # the intent, before the rename
+            _fs.atomic_write(cards_fd, name, data, tmp_fd, "card")
         finally:
             os.close(cards_fd)
 
@@ -192,6 +257,36 @@ class CardFiles:
         if card.experiment_id != exp_id or card.project_id != self._layout.project_id:
             raise CardInvalid("the card does not belong at this place in this project")
         return card
+
+
+def _listed(cards_fd: int, known: Mapping[str, CardStamp]) -> tuple[list[str], list[str]]:
+    """Every card file name, and those unknown or whose inode is not their stamp's (no stat).
+
+    One loop with local names: at 100,000 cards this is most of a start after changes.
+    """
+    names: list[str] = []
+    moved: list[str] = []
+    add, add_moved, stamp_of = names.append, moved.append, known.get
+    with os.scandir(cards_fd) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.endswith(CARD_SUFFIX):
+                add(name)
+                stamp = stamp_of(name)
+                if stamp is None or stamp[0] != entry.inode():
+                    add_moved(name)
+    return names, moved
+
+
+def _exists(cards_fd: int, name: str) -> bool:
+    """Whether `name` (a logged name, validated) is in the directory now."""
+    try:
+        os.stat(name, dir_fd=cards_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # reading it says what is wrong
+    return True
 
 
 def _parse(raw: bytes) -> ExperimentCardV1:

@@ -12,6 +12,7 @@ CARDS = "cards"
 TMP = "tmp"
 QUARANTINE = "quarantine"
 LOCK = "lock"
+CARDS_LOG = "cards.log"  # card file names written, in order (see `_card_log`)
 CARD_SUFFIX = ".json"
 CHUNKS_SUFFIX = ".chunks"
 VERIFIED_SUFFIX = ".verified"  # a verification record beside its object (see `_verify`)

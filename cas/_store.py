@@ -34,7 +34,7 @@ from cards.errors import (
     StoreIOError,
 )
 from cards.policy import DEFAULT_LIMITS
-from cas._cardfiles import CardRead, CardScan, CardStamp
+from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
 from cas._layout import ProjectLayout
 from cas._objects import ObjectStore
 from cas._progress import Progress
@@ -44,6 +44,7 @@ from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, 
 
 if TYPE_CHECKING:  # the card models load with the first card read or written
     from cards import CardMetadata, ExperimentCardV1, IndexStatus
+    from cas._card_log import LogMark
 
 
 # A cards directory changed less than this long ago has no trustworthy version yet (it exceeds
@@ -232,6 +233,19 @@ class ProjectStore:
         with self._open(create=False) as project:
             if project is not None:
                 yield from project.cards.scan(unchanged)
+
+    def read_changed_cards(
+        self, since: LogMark | None, known: Mapping[str, CardStamp]
+    ) -> CardChanges:
+        """The card files changed since the card log mark `since` (see `CardFiles.changes`).
+
+        None for `since` (or a log that cannot say) lists and stats every file, as
+        `read_cards(known)` does; the result carries the mark to pass next time.
+        """
+        with self._open(create=False) as project:
+            if project is None:
+                return CardChanges((), frozenset(), None, logged=False)
+            return project.cards.changes(since, known)
 
     def update_index_status(
         self, experiment_id: str, decide: Callable[[ExperimentCardV1], IndexStatus | None]

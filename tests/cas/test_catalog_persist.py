@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import os
-import zlib
 from pathlib import Path
 
+import xxhash
 from catalog_helpers import searchers
 from conftest import fingerprint
 
 from cards import DEFAULT_LIMITS
 from cas import Catalog, LocalCatalog
 from cas._catalog_journal import JOURNAL_SUFFIX
-from cas._catalog_persist import _MAGIC, CATALOG_DIR
+from cas._catalog_persist import _MAGIC, CATALOG_DIR, CHECKSUM_AT, COMPACT_CHANGES
 
 
 def _record(ws, store, n: int, **meta: object):
@@ -76,11 +76,14 @@ def test_an_unchanged_cards_version_means_no_scan_and_a_changed_one_catches_up(w
     assert catalog.refresh() is False
     assert _ids(catalog.search("quokka", 5)) == [card.experiment_id]
     assert catalog.search("wombat", 5) == []
-    # A new card moves the version: the changed file is found by its stamp.
+    # A new card moves the version: the card log names it; a file changed in place without
+    # logging keeps its inode, so only a forced refresh (a stat of every file) finds it.
     other = _record(ws, store, 2, title="Platypus count")
     caught_up = LocalCatalog.open(store, state)
-    assert _ids(caught_up.search("wombat", 5)) == [card.experiment_id]
+    assert caught_up.last_refresh == "log"
     assert _ids(caught_up.search("platypus", 5)) == [other.experiment_id]
+    assert caught_up.refresh(force=True) and caught_up.last_refresh == "scan"
+    assert _ids(caught_up.search("wombat", 5)) == [card.experiment_id]
     assert caught_up.search("quokka", 5) == []
 
 
@@ -177,12 +180,28 @@ def test_processes_that_read_and_write_one_catalog_together_leave_it_whole(ws, t
     assert [worker.wait(timeout=120) for worker in workers] == [0, 0, 0]
     saved = LocalCatalog(store, state)
     raw = Path(saved.path or "").read_bytes()  # one whole catalog, as some process wrote it
-    header = len(_MAGIC) + 4
-    assert (
-        raw.startswith(_MAGIC)
-        and zlib.crc32(raw[header:]).to_bytes(4, "little") == raw[len(_MAGIC) : header]
-    )
+    header = CHECKSUM_AT + 8
+    assert raw.startswith(_MAGIC) and xxhash.xxh3_64_digest(raw[header:]) == raw[CHECKSUM_AT:header]
     catalog = LocalCatalog.open(store, state)
     assert sorted(_ids(catalog.search("cohort", 20))) == sorted(c.experiment_id for c in cards)
     name = os.path.basename(saved.path or "")
     assert set(os.listdir(Path(state) / CATALOG_DIR)) <= {name, name + JOURNAL_SUFFIX}
+
+
+def test_a_journal_of_many_changes_is_folded_into_the_file(ws, tmp_path):
+    store = ws.store()
+    _populate(ws, store, 2)
+    state = str(tmp_path / "state")
+    LocalCatalog.open(store, state)
+    path = Path(LocalCatalog(store, state).path or "")
+    journal = Path(str(path) + JOURNAL_SUFFIX)
+    for n, share in ((2, 1.0), (3, 1 / COMPACT_CHANGES)):
+        _record(ws, store, n)
+        before = path.stat().st_ino
+        catalog = LocalCatalog(store, state)
+        assert catalog.refresh() and catalog.save_if_changed(compact_share=share)
+        if share == 1.0:  # one change: appended, the file left as it is
+            assert path.stat().st_ino == before and journal.exists()
+        else:  # more changes than the share allows (whatever their bytes): folded
+            assert path.stat().st_ino != before and not journal.exists()
+    assert len(LocalCatalog(store, state)) == 4
