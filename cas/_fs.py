@@ -306,6 +306,19 @@ def pread_full(fd: int, length: int, offset: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def pread_into(fd: int, buffer: bytearray | memoryview, offset: int) -> int:
+    """Fill `buffer` from `offset` of `fd`; how many bytes, fewer only where the file ends.
+
+    Raises:
+        OSError: the file could not be read.
+    """
+    view = memoryview(buffer)
+    filled = 0
+    while filled < len(view) and (n := os.preadv(fd, [view[filled:]], offset + filled)):
+        filled += n
+    return filled
+
+
 def read_small(fd: int, max_bytes: int, size_hint: int = 65535) -> bytes:
     """Read a whole small file from `fd`, refusing anything larger than `max_bytes`.
 

@@ -45,7 +45,7 @@ def hash_fd(fd: int, progress: Progress | None = None, *, limit: int | None = No
     chunks: list[bytes] = []
     buffer = bytearray(CHUNK_BYTES)
     offset = 0
-    while (limit is None or offset <= limit) and (n := _pread_chunk(fd, buffer, offset)):
+    while (limit is None or offset <= limit) and (n := _fs.pread_into(fd, buffer, offset)):
         view = memoryview(buffer)[:n]
         sha256.update(view)
         chunks.append(xxhash.xxh3_128_digest(view))
@@ -68,15 +68,6 @@ def hash_export(fd: int, size: int, progress: Progress | None = None) -> Digests
         return hash_fd(fd, progress, limit=size)
     except OSError as exc:
         raise StoreIOError(f"cannot read the export: {exc.strerror}") from exc
-
-
-def _pread_chunk(fd: int, buffer: bytearray, offset: int) -> int:
-    """Fill `buffer` from `offset`, short only at end of file (chunk digests need alignment)."""
-    filled = 0
-    view = memoryview(buffer)
-    while filled < len(buffer) and (n := os.preadv(fd, [view[filled:]], offset + filled)):
-        filled += n
-    return filled
 
 
 def copy_and_hash(
