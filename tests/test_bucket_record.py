@@ -1,8 +1,9 @@
 """A bucket record hashes the export in place, then reads it again to send it.
 
-Every chunk of the second pass is checked against the first pass before it is sent, so an
-export that changes between the passes (even with its mtime put back, which the identity check
-cannot see) fails the record: nothing becomes visible, no upload stays open, no card is written.
+What the second pass sends is proven against the first pass's SHA-256 digests (of every part,
+or of the whole) before the object is created, so an export that changes between the passes
+(even with its mtime put back, which the identity check cannot see) fails the record: nothing
+becomes visible, no upload stays open, no card is written.
 """
 
 from __future__ import annotations
@@ -109,10 +110,11 @@ def test_chunks_that_collide_with_the_first_pass_are_still_refused(
 ):
     """xxh3 is no cryptographic hash: what is sent is proven by SHA-256 before it shows."""
     from cas import _hashing
-    from cas._bucket import _publish
+    from cas._bucket import _hasher, _publish
 
     collide = SimpleNamespace(xxh3_128_digest=lambda data: b"\0" * 16)  # every chunk "equal"
-    monkeypatch.setattr(_hashing, "xxhash", collide)  # the first pass (`hash_export`)
+    monkeypatch.setattr(_hashing, "xxhash", collide)  # a first pass by `hash_export`
+    monkeypatch.setattr(_hasher, "xxhash", collide)  # or by parts (`hash_for_upload`)
     monkeypatch.setattr(_publish, "xxhash", collide)
     path = ws.export("a.bin", os.urandom(size))
     store = Host(s3_endpoint, bucket, ws.root / "state").store(PROJECT)

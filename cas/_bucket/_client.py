@@ -4,21 +4,30 @@ Every SDK error is translated here (`raise ... from exc`): 412 becomes `Conflict
 write lost), 404 becomes None or `ObjectMissing`, everything else `StoreIOError`. Messages name
 the operation and the service's error code only: never a key, an endpoint's credentials, a
 signature or the SDK's own message (which may quote request details).
+
+A write may declare its body's SHA-256 (`checksum`): it is sent as the request's checksum (so
+the SDK computes no CRC32 of its own, and the service verifies it), and a hook proves the body
+against it just before it is sent (`ChecksumMismatch` otherwise). The proof reuses the SHA-256
+the signer already took of the body when it signs payloads (plain HTTP, or any request that
+carries its own checksum), so it costs no second hash.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from cards.errors import ObjectMissing, StoreIOError
 from cas._bucket._settings import BucketSettings
 
 if TYPE_CHECKING:
     from boto3.session import Session
+    from botocore.awsrequest import AWSPreparedRequest
     from botocore.client import BaseClient
 
 SHA256_META = "artmem-sha256"  # the object's SHA-256, set when it is published
@@ -28,8 +37,17 @@ _DENIED = frozenset(
 )
 
 
+_DECLARED = "x-amz-checksum-sha256"
+_SIGNED = "X-Amz-Content-SHA256"  # the payload hash SigV4 signed, when it signs the payload
+_BODY_CHECKED = ("before-send.s3.PutObject", "before-send.s3.UploadPart")
+
+
 class Conflict(Exception):
     """A conditional write lost: the key exists (`If-None-Match`) or changed (`If-Match`)."""
+
+
+class ChecksumMismatch(Exception):
+    """A body about to be sent is not the bytes whose SHA-256 it declares (nothing was sent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +88,44 @@ def _make(settings: BucketSettings, session: Session) -> BaseClient:
     return session.client(
         "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=config
     )
+
+
+def _check_body(request: AWSPreparedRequest, **_: object) -> None:
+    """Refuse to send a body that differs from the SHA-256 it declares (a `before-send` hook)."""
+    declared = request.headers.get(_DECLARED)
+    if declared is None:
+        return
+    digest = _signed_digest(request.headers.get(_SIGNED)) or _body_sha256(request.body)
+    if digest != base64.b64decode(declared):
+        raise ChecksumMismatch("a body differs from the SHA-256 it declares")
+
+
+def _signed_digest(value: str | bytes | None) -> bytes | None:
+    """The signer's hex payload hash, or None (unsigned payload, or no header)."""
+    if isinstance(value, bytes):
+        value = value.decode("ascii", "replace")
+    if value is None or len(value) != 64:
+        return None
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        return None
+
+
+def _body_sha256(body: object) -> bytes:
+    if isinstance(body, bytes | bytearray | memoryview):
+        return hashlib.sha256(body).digest()
+    stream = cast(BinaryIO, body)  # the SDK wraps bytes in a seekable stream
+    position = stream.tell()
+    digest = hashlib.sha256()
+    while block := stream.read(1 << 20):
+        digest.update(block)
+    stream.seek(position)
+    return digest.digest()
+
+
+def _checksum(digest: bytes) -> str:
+    return base64.b64encode(digest).decode("ascii")
 
 
 @contextlib.contextmanager
@@ -114,6 +170,8 @@ class BucketClient:
         with _errors("connect"):
             self._session = session or _session()
             self._s3 = _make(settings, self._session)
+        for event in _BODY_CHECKED:
+            self._s3.meta.events.register(event, _check_body)
 
     def forked(self) -> BucketClient:
         """A client of the same bucket with connections of its own, for a forked child.
@@ -174,18 +232,25 @@ class BucketClient:
     def put(
         self,
         key: str,
-        body: bytes,
+        body: bytes | bytearray,
         *,
         create: bool = False,
         if_match: str | None = None,
         sha256: str | None = None,
+        checksum: bytes | None = None,
     ) -> str:
         """Write a key whole; `create` only if absent, `if_match` only over that ETag.
 
+        `sha256` labels the key (metadata); `checksum` is the body's SHA-256, proven before it
+        is sent.
+
         Raises:
-            Conflict: the condition failed. StoreIOError: the bucket failed.
+            Conflict: the condition failed. ChecksumMismatch: the body is not `checksum`'s.
+            StoreIOError: the bucket failed.
         """
         extra: dict[str, Any] = {}
+        if checksum is not None:
+            extra["ChecksumSHA256"] = _checksum(checksum)
         if create:
             extra["IfNoneMatch"] = "*"
         if if_match is not None:
@@ -206,18 +271,42 @@ class BucketClient:
                 for item in page.get("Contents", ()):
                     yield Head(item["Key"], item["Size"], item["ETag"], item["LastModified"])
 
-    def start_upload(self, key: str, sha256: str | None = None) -> str:
-        """Begin a multipart upload; its parts stay invisible until it completes."""
-        extra = {"Metadata": {SHA256_META: sha256}} if sha256 is not None else {}
+    def start_upload(self, key: str, sha256: str | None = None, *, checksums: bool = False) -> str:
+        """Begin a multipart upload; its parts stay invisible until it completes.
+
+        With `checksums`, every part must declare its SHA-256 (`upload_part`, `complete`).
+        """
+        extra: dict[str, Any] = {"Metadata": {SHA256_META: sha256}} if sha256 is not None else {}
+        if checksums:
+            extra["ChecksumAlgorithm"] = "SHA256"
         with _errors("create upload"):
             reply = self._s3.create_multipart_upload(Bucket=self.bucket, Key=key, **extra)
         return str(reply["UploadId"])
 
-    def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
-        """Send one part; its ETag."""
+    def upload_part(
+        self,
+        key: str,
+        upload_id: str,
+        number: int,
+        body: bytes | bytearray,
+        checksum: bytes | None = None,
+    ) -> str:
+        """Send one part (`checksum`: its SHA-256, proven before it is sent); its ETag.
+
+        A bytearray is sent as it is, in one write (bytes are wrapped in a stream first).
+
+        Raises:
+            ChecksumMismatch: the body is not `checksum`'s. StoreIOError: the bucket failed.
+        """
+        extra = {"ChecksumSHA256": _checksum(checksum)} if checksum is not None else {}
         with _errors("upload part"):
             reply = self._s3.upload_part(
-                Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                PartNumber=number,
+                Body=body,
+                **extra,
             )
         return str(reply["ETag"])
 
@@ -237,14 +326,26 @@ class BucketClient:
         return str(reply["CopyPartResult"]["ETag"])
 
     def complete(
-        self, key: str, upload_id: str, etags: Sequence[str], *, create: bool = False
+        self,
+        key: str,
+        upload_id: str,
+        etags: Sequence[str],
+        *,
+        create: bool = False,
+        checksums: Sequence[bytes] = (),
     ) -> None:
         """Complete an upload; with `create`, only if the key does not exist yet.
+
+        `checksums` are the parts' SHA-256 digests, for an upload started with `checksums`.
 
         Raises:
             Conflict: `create` and the key exists (the upload stays open: abort it).
         """
-        parts = [{"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, start=1)]
+        parts: list[dict[str, Any]] = [
+            {"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, start=1)
+        ]
+        for part, digest in zip(parts, checksums, strict=False):
+            part["ChecksumSHA256"] = _checksum(digest)
         extra = {"IfNoneMatch": "*"} if create else {}
         with _errors("complete upload"):
             self._s3.complete_multipart_upload(

@@ -1,18 +1,30 @@
-"""Hashing fed chunk by chunk: SHA-256 of the whole and xxh3-128 of each 4 MiB chunk.
+"""Hashing for the bucket: fed chunk by chunk (downloads), or a record's first pass by parts.
 
-A download (`_cache`) and fsck hash what arrives, in order, without a second pass. (A record
-hashes its export in place first, with `cas._hashing.hash_export`, then uploads it in a second
-pass that checks every chunk against those digests: `_publish`.)
+A download (`_cache`) and fsck hash what arrives, in order, without a second pass
+(`ChunkHasher`). A record hashes its export in place first, then uploads it in a second pass
+(`_publish`); `hash_for_upload` is that first pass: besides the SHA-256 of the whole and the
+xxh3-128 of each 4 MiB chunk, it takes the SHA-256 of each part the upload will send, from the
+same buffers that fed the whole's SHA-256. The second pass proves every part it sends against
+those digests: together they prove the object is the bytes its address names (SHA-256 is
+collision resistant; xxh3 is not, and is never the proof).
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import xxhash
 
+from cards.errors import StoreIOError
+from cas import _fs
+from cas._chunks import CHUNK_BYTES
 from cas._hashing import Digests
+from cas._progress import Progress
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 
 @dataclass(slots=True)
@@ -32,3 +44,68 @@ class ChunkHasher:
     def digests(self) -> Digests:
         """What was hashed."""
         return Digests(self.size, self._sha256.digest(), tuple(self._chunks))
+
+
+@dataclass(frozen=True, slots=True)
+class PartDigests(Digests):
+    """First-pass digests, and the SHA-256 of each `part_bytes` part (the last may be short)."""
+
+    part_bytes: int = 0
+    part_sha256: tuple[bytes, ...] = ()
+
+
+def hash_for_upload(
+    fd: int, size: int, part_bytes: int, progress: Progress | None = None
+) -> PartDigests:
+    """Hash an export in place for upload in `part_bytes` parts, reading past `size` at most once.
+
+    This thread reads a part and takes the whole's SHA-256 and the chunks' xxh3 while a worker
+    takes the part's SHA-256 (hashlib releases the GIL on large buffers: two CPUs hash at once).
+    Two part buffers, so memory stays at two parts. A file still growing shows as larger (the
+    caller refuses it) instead of being read for as long as it grows.
+
+    Raises:
+        StoreIOError: the export could not be read.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    if part_bytes <= 0 or part_bytes % CHUNK_BYTES:
+        raise ValueError("parts must be whole chunks")
+    whole = hashlib.sha256()
+    chunks: list[bytes] = []
+    parts: list[Future[bytes]] = []
+    buffers = (bytearray(part_bytes), bytearray(part_bytes))
+    offset = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="artmem-hash") as pool:
+        while offset <= size:
+            if len(parts) >= 2:
+                parts[-2].result()  # its buffer is about to be refilled
+            view = memoryview(buffers[len(parts) % 2])
+            try:
+                n = _fs.pread_into(fd, view, offset)
+            except OSError as exc:
+                raise StoreIOError(f"cannot read the export: {exc.strerror}") from exc
+            if not n:
+                break
+            data = view[:n]
+            parts.append(pool.submit(_sha256, data))
+            whole.update(data)
+            chunks.extend(_xxh3_chunks(data))
+            offset += n
+            if progress is not None:
+                progress.advance(n)
+            if n < part_bytes:
+                break
+        part_sha256 = tuple(part.result() for part in parts)
+    return PartDigests(offset, whole.digest(), tuple(chunks), part_bytes, part_sha256)
+
+
+def _sha256(data: memoryview) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _xxh3_chunks(data: memoryview) -> list[bytes]:
+    return [
+        xxhash.xxh3_128_digest(data[start : start + CHUNK_BYTES])
+        for start in range(0, len(data), CHUNK_BYTES)
+    ]

@@ -12,13 +12,18 @@ byte is sent. Then:
   with `If-None-Match: *`. An incomplete upload is invisible, so the key shows the whole object
   or nothing; a crash leaves only an incomplete upload, which `fsck --repair` aborts after an
   age. No staging key and no server-side copy are needed.
-- every chunk read for sending is checked against the digests of the first pass before it is
-  sent (xxh3-128: an early, cheap refusal), and the SHA-256 of everything sent is checked
-  against the address before the object is created (the put, or the completing call): xxh3 is
+- what is sent is proven to be the bytes of the address before the object is created: xxh3 is
   no cryptographic hash, and a kernel able to swap in colliding chunks between the passes
-  must not get other bytes published under the address. A source that changed fails the
-  record (`SourceChanged`, the upload aborted), so the object is exactly the bytes its address
-  names.
+  must not get other bytes published under the address. When the first pass took the SHA-256
+  of every part (`PartDigests`, from the same buffers that fed the address), each part
+  declares that digest as its checksum and is proven against it just before it is sent
+  (`BucketClient`: by the signer's own payload hash where it takes one, else hashed in the
+  sending thread), so no second SHA-256 of the whole runs in order on this thread, the SDK
+  adds no CRC32, and the service verifies each part too. Otherwise (plain `Digests`, e.g. a
+  migration) every chunk read for sending is checked against its xxh3-128 (an early, cheap
+  refusal) and the SHA-256 of everything sent against the address before the put or the
+  completing call. A source that changed fails the record (`SourceChanged`, the upload
+  aborted), so the object is exactly the bytes its address names.
 
 A 412 means the address was taken meanwhile: by the same bytes from a concurrent record on
 another host (deduplication), or by something else. Before counting it as ours we check its
@@ -37,7 +42,8 @@ import xxhash
 from cards import ArtifactId
 from cards.errors import IntegrityError, SourceChanged, StoreIOError
 from cas import _fs
-from cas._bucket._client import BucketClient, Conflict, Head
+from cas._bucket._client import BucketClient, ChecksumMismatch, Conflict, Head
+from cas._bucket._hasher import PartDigests
 from cas._bucket._keys import BucketKeys
 from cas._chunks import CHUNK_BYTES
 from cas._hashing import Digests
@@ -86,18 +92,105 @@ def publish(
         return True
     parts = _Parts(source_fd, digests, progress)
     try:
-        if digests.size <= part_bytes:
+        if isinstance(digests, PartDigests) and digests.part_bytes == part_bytes:
+            _send_proven(client, key, digests, source_fd, in_flight, progress)
+        elif digests.size <= part_bytes:
             body = parts.read(0, digests.size)
             parts.check_whole()
             client.put(key, body, create=True, sha256=sha256)
             parts.sent(digests.size)
         else:
             _upload_create(client, key, parts, sha256, part_bytes, in_flight)
+    except ChecksumMismatch:
+        raise SourceChanged("the export changed between hashing and upload") from None
     except Conflict:
         if stored(client.head(key), digests.size, sha256):
             return True
         raise IntegrityError("the content address was taken, then removed; record again") from None
     return False
+
+
+def _send_proven(
+    client: BucketClient,
+    key: str,
+    digests: PartDigests,
+    fd: int,
+    in_flight: int,
+    progress: Progress | None,
+) -> None:
+    """Send the source in the parts the first pass hashed, each proven by its SHA-256 as sent.
+
+    Raises:
+        ChecksumMismatch: a part is not the bytes the first pass hashed (nothing is created).
+        Conflict: the address exists. StoreIOError: the bucket or the source failed.
+    """
+    sha256 = digests.sha256.hex()
+    if digests.size <= digests.part_bytes:  # one put, proven against the address itself
+        body = _read_part(fd, bytearray(digests.size), 0)
+        client.put(key, body, create=True, sha256=sha256, checksum=digests.sha256)
+        if progress is not None:
+            progress.advance(digests.size)
+        return
+    if len(digests.part_sha256) != -(-digests.size // digests.part_bytes):
+        raise StoreIOError("the first pass did not hash the parts being sent")
+    upload_id = client.start_upload(key, sha256, checksums=True)
+    try:
+        etags = _send_parts(client, key, upload_id, digests, fd, in_flight, progress)
+        client.complete(key, upload_id, etags, create=True, checksums=digests.part_sha256)
+    except BaseException:
+        client.abort(key, upload_id)
+        raise
+
+
+def _send_parts(
+    client: BucketClient,
+    key: str,
+    upload_id: str,
+    digests: PartDigests,
+    fd: int,
+    in_flight: int,
+    progress: Progress | None,
+) -> list[str]:
+    """Read and send every part, `in_flight` at once, each in a reused buffer; their ETags."""
+    size, part_bytes = digests.size, digests.part_bytes
+    spare = [bytearray(part_bytes) for _ in range(min(in_flight, len(digests.part_sha256)))]
+    pending: deque[tuple[Future[str], bytearray]] = deque()
+    etags: list[str] = []
+    with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="artmem-up") as pool:
+        for index, offset in enumerate(range(0, size, part_bytes)):
+            if not spare:
+                etags.append(_returned(pending.popleft(), spare, progress))
+            body = spare.pop()
+            if size - offset < part_bytes:  # the last part, short: a buffer of its own size
+                body = bytearray(size - offset)  # (the SDK may still hold a view of the old)
+            _read_part(fd, body, offset)
+            digest = digests.part_sha256[index]
+            future = pool.submit(client.upload_part, key, upload_id, index + 1, body, digest)
+            pending.append((future, body))
+        etags.extend(_returned(item, spare, progress) for item in list(pending))
+    return etags
+
+
+def _returned(
+    item: tuple[Future[str], bytearray], spare: list[bytearray], progress: Progress | None
+) -> str:
+    """Wait for a part to be sent; its buffer goes back to `spare`."""
+    future, body = item
+    etag = future.result()
+    spare.append(body)
+    if progress is not None:
+        progress.advance(len(body))
+    return etag
+
+
+def _read_part(fd: int, body: bytearray, offset: int) -> bytearray:
+    try:
+        n = _fs.pread_into(fd, body, offset)
+    except OSError as exc:
+        raise StoreIOError(f"cannot read the source: {exc.strerror}") from exc
+    if n != len(body):
+        raise StoreIOError("the source is shorter than what was hashed")
+    return body
 
 
 class _Parts:
@@ -119,7 +212,7 @@ class _Parts:
         """The object's size."""
         return self._digests.size
 
-    def read(self, offset: int, length: int) -> bytes:
+    def read(self, offset: int, length: int) -> bytearray:
         """Bytes `[offset, offset + length)` (chunk-aligned `offset`), proven as hashed.
 
         Raises:
@@ -128,7 +221,7 @@ class _Parts:
         """
         if offset != self._read:  # the whole digest needs the bytes in order
             raise StoreIOError("the source was not read for sending in order")
-        data = _pread(self._fd, offset, length)
+        data = _read_part(self._fd, bytearray(length), offset)  # sent as is, in one write
         view = memoryview(data)
         for start in range(0, length, CHUNK_BYTES):
             index = (offset + start) // CHUNK_BYTES
@@ -206,13 +299,3 @@ def _sent(item: tuple[int, Future[str]], parts: _Parts) -> str:
     etag = item[1].result()
     parts.sent(item[0])
     return etag
-
-
-def _pread(fd: int, offset: int, length: int) -> bytes:
-    try:
-        data = _fs.pread_full(fd, length, offset)
-    except OSError as exc:
-        raise StoreIOError(f"cannot read the source: {exc.strerror}") from exc
-    if len(data) != length:
-        raise StoreIOError("the source is shorter than what was hashed")
-    return data

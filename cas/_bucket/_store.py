@@ -57,12 +57,13 @@ from cards.policy import DEFAULT_LIMITS, check_byte_quota, check_card_quota
 from cas._bucket._cache import LocalCopies
 from cas._bucket._cards import BucketCards, retried
 from cas._bucket._client import BucketClient
+from cas._bucket._hasher import hash_for_upload
 from cas._bucket._keys import BucketKeys
 from cas._bucket._publish import publish, stored
 from cas._bucket._ranged import pinned
 from cas._bucket._settings import BucketSettings
 from cas._cardfiles import CardRead, CardScan, CardStamp
-from cas._hashing import Digests, hash_export
+from cas._hashing import Digests
 from cas._layout import ProjectLayout
 from cas._progress import Progress
 from cas._results import (
@@ -161,7 +162,7 @@ class BucketStore:
                 )
             if progress is not None:
                 progress.start(2 * src.size)  # hashed in place, then sent
-            digests = hash_export(src.fd, src.size, progress)
+            digests = hash_for_upload(src.fd, src.size, self.settings.part_bytes, progress)
             src.check_unchanged(digests.size)
             recorded = self._commit(src.fd, digests, metadata, src.name, provenance, progress)
             if progress is not None and recorded.deduplicated:
