@@ -40,7 +40,8 @@ import fcntl
 import os
 import stat
 import zlib
-from dataclasses import dataclass
+
+import msgspec
 
 from cards import parse_experiment_id
 from cards.errors import ArtifactError, StoreIOError
@@ -61,8 +62,7 @@ _FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | _FLAGS
 
 
-@dataclass(frozen=True, slots=True)
-class LogMark:
+class LogMark(msgspec.Struct, frozen=True):
     """How far a reader has read one log: its identity, the offset, the bytes just before it."""
 
     device: int
@@ -94,8 +94,7 @@ class LogMark:
         return cls(device, inode, generation, offset, last)
 
 
-@dataclass(frozen=True, slots=True)
-class LogTail:
+class LogTail(msgspec.Struct, frozen=True):
     """What a read of the log found.
 
     `mark` is where a reader stands once it has looked at the card files after this read (None:

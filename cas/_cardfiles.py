@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from cards import ExperimentId, parse_experiment_id
 from cards.errors import (
@@ -42,16 +43,14 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 CardStamp = tuple[int | str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class CardProblem:
+class CardProblem(msgspec.Struct, frozen=True):
     """A card file that could not be used, named by its file name and an error code only."""
 
     name: str
     code: str
 
 
-@dataclass(frozen=True, slots=True)
-class CardRead:
+class CardRead(msgspec.Struct, frozen=True):
     """One card file as a scan found it: the card, or why it could not be used.
 
     `card` is None when the file was unchanged since the stamp the caller already had.
@@ -62,8 +61,7 @@ class CardRead:
     card: ExperimentCardV1 | ArtifactError | None
 
 
-@dataclass(frozen=True, slots=True)
-class CardChanges:
+class CardChanges(msgspec.Struct, frozen=True):
     """The card files that may have changed since a log mark, read; and every name present.
 
     `names` holds every card file name there is now (a name known before and missing from it
@@ -77,8 +75,7 @@ class CardChanges:
     logged: bool
 
 
-@dataclass(frozen=True, slots=True)
-class CardScan:
+class CardScan(msgspec.Struct, frozen=True):
     """Every valid card of a project, and the ones skipped."""
 
     cards: tuple[ExperimentCardV1, ...]

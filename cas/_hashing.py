@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 import xxhash
 
 from cards.errors import ArtifactTooLarge, StoreIOError
@@ -23,8 +23,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 
-@dataclass(frozen=True, slots=True)
-class Digests:
+class Digests(msgspec.Struct, frozen=True):
     """What one pass over an object's bytes measured."""
 
     size: int

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from cards import ArtifactId, ExperimentId, ProjectId, ProjectKey, project_key
 
@@ -19,8 +19,7 @@ VERIFIED_SUFFIX = ".verified"  # a verification record beside its object (see `_
 USAGE = "objects.summary"  # sizes of the objects per shard, a cache (see `_usage`)
 
 
-@dataclass(frozen=True, slots=True)
-class ProjectLayout:
+class ProjectLayout(msgspec.Struct, frozen=True):
     """Path components of one project: `root` below the artifact root, the rest below `root`."""
 
     project_id: ProjectId

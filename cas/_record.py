@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from cards import (
     ArtifactId,
@@ -64,8 +65,7 @@ class _Vanished(Exception):
     """The stored copy proven before the lock is gone (or corrupt) under it: copy after all."""
 
 
-@dataclass(frozen=True, slots=True)
-class Recorder:
+class Recorder(msgspec.Struct, frozen=True):
     """Records into one project; built by `ProjectStore`, which owns the settings."""
 
     project_id: ProjectId

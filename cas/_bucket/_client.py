@@ -18,9 +18,10 @@ import base64
 import contextlib
 import hashlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+import msgspec
 
 from cards.errors import ObjectMissing, StoreIOError
 from cas._bucket._settings import BucketSettings
@@ -50,8 +51,7 @@ class ChecksumMismatch(Exception):
     """A body about to be sent is not the bytes whose SHA-256 it declares (nothing was sent)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Head:
+class Head(msgspec.Struct, frozen=True):
     """What a HEAD or a listing tells about a key."""
 
     key: str
@@ -61,8 +61,7 @@ class Head:
     sha256: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Upload:
+class Upload(msgspec.Struct, frozen=True):
     """An incomplete multipart upload."""
 
     key: str

@@ -12,9 +12,9 @@ collision resistant; xxh3 is not, and is never the proof).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import msgspec
 import xxhash
 
 from cards.errors import StoreIOError
@@ -27,13 +27,12 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 
-@dataclass(slots=True)
-class ChunkHasher:
+class ChunkHasher(msgspec.Struct):
     """SHA-256 of the whole and xxh3-128 of each chunk, fed chunk by chunk, in order."""
 
     size: int = 0
-    _sha256: hashlib._Hash = field(default_factory=hashlib.sha256)
-    _chunks: list[bytes] = field(default_factory=list)
+    _sha256: hashlib._Hash = msgspec.field(default_factory=hashlib.sha256)
+    _chunks: list[bytes] = msgspec.field(default_factory=list)
 
     def update(self, chunk: bytes | memoryview) -> None:
         """Add one chunk (exactly `CHUNK_BYTES`, except the last)."""
@@ -46,8 +45,7 @@ class ChunkHasher:
         return Digests(self.size, self._sha256.digest(), tuple(self._chunks))
 
 
-@dataclass(frozen=True, slots=True)
-class PartDigests(Digests):
+class PartDigests(Digests, frozen=True):
     """First-pass digests, and the SHA-256 of each `part_bytes` part (the last may be short)."""
 
     part_bytes: int = 0

@@ -9,7 +9,8 @@ The same layout as on disk (DESIGN.md §4), below an optional prefix:
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+
+import msgspec
 
 from cards import ArtifactId, ExperimentId, InvalidId, parse_artifact_id
 from cas._layout import CARD_SUFFIX, CHUNKS_SUFFIX, ProjectLayout
@@ -17,8 +18,7 @@ from cas._layout import CARD_SUFFIX, CHUNKS_SUFFIX, ProjectLayout
 STAGING_PREFIX = "stage-"
 
 
-@dataclass(frozen=True, slots=True)
-class BucketKeys:
+class BucketKeys(msgspec.Struct, frozen=True):
     """The keys of one project: every key this store reads or writes starts with `root`."""
 
     layout: ProjectLayout

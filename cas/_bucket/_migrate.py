@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+
+import msgspec
 
 from cards import ExperimentCardV1
 from cards.errors import (
@@ -45,8 +46,7 @@ from cas._verify import IntegrityMode
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-@dataclass
-class MigrateReport:
+class MigrateReport(msgspec.Struct):
     """What a migration did, in store ids and counts only."""
 
     cards: int = 0  # valid local cards seen
@@ -55,8 +55,8 @@ class MigrateReport:
     bytes_sent: int = 0
     cards_created: int = 0
     cards_present: int = 0
-    cards_conflicting: list[str] = field(default_factory=list)  # experiment ids
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (card file, error code)
+    cards_conflicting: list[str] = msgspec.field(default_factory=list)  # experiment ids
+    skipped: list[tuple[str, str]] = msgspec.field(default_factory=list)  # (card file, error code)
 
     @property
     def ok(self) -> bool:
