@@ -148,20 +148,20 @@ def _usage(as_json: bool, message: str) -> int:
 
 
 def _fail(as_json: bool, exc: ArtifactError) -> int:
-    import orjson
-
     if as_json:
-        sys.stdout.write(orjson.dumps({"error": exc.to_dict()}).decode() + "\n")
+        import msgspec
+
+        sys.stdout.write(msgspec.json.encode({"error": exc.to_dict()}).decode() + "\n")
     else:
         print(f"artmem: error [{exc.code}]: {exc.to_dict()['message']}", file=sys.stderr)
     return EXIT_ERROR
 
 
 def _emit(outcome: Outcome, *, as_json: bool, out: TextIO) -> None:
-    import orjson
-
     if as_json:
-        out.write(orjson.dumps(outcome.view, option=orjson.OPT_SORT_KEYS).decode() + "\n")
+        import msgspec  # not orjson: it loads dataclasses, uuid and platform with it
+
+        out.write(msgspec.json.encode(outcome.view, order="sorted").decode() + "\n")
     else:
         out.write("".join(line + "\n" for line in outcome.lines))
 

@@ -29,6 +29,8 @@ _RUN = (
 )
 # Never for these commands (Honcho is disabled in the store below).
 HEAVY = {"pyarrow", "honcho", "httpx", "anyio", "duckdb", "indexer.honcho_adapter", "sqlite3"}
+# Value types are msgspec structs: a dataclass compiles its methods when its module loads.
+HEAVY |= {"dataclasses", "portalocker"}
 FORBIDDEN = {
     # Argument parsing only: not even the core's ids and bounds.
     "--help": HEAVY | {"pydantic", "cards", "msgspec", "cas", "indexer", "shutil"},

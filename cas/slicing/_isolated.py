@@ -44,7 +44,6 @@ from collections.abc import Callable, Iterator
 from typing import NoReturn, cast
 
 import msgspec
-import orjson
 
 from cards.errors import (
     IntegrityError,
@@ -183,11 +182,15 @@ def _child(
                 prepare()
             _limit_address_space(bounds.memory_bytes)
             answer = work()
-            envelope = orjson.dumps({"ok": answer.value, "read": _read_since(reader.stats, before)})
+            envelope = msgspec.json.encode(
+                {"ok": answer.value, "read": _read_since(reader.stats, before)}
+            )
             payload = answer.payload
         except Exception as exc:  # everything crosses to the parent as data
             error = _error_fields(reader.failure or exc, bounds)
-            envelope = orjson.dumps({"error": error, "read": _read_since(reader.stats, before)})
+            envelope = msgspec.json.encode(
+                {"error": error, "read": _read_since(reader.stats, before)}
+            )
         _fs.write_all(answer_fd, payload)
         _fs.write_all(answer_fd, envelope)
         _fs.write_all(answer_fd, len(envelope).to_bytes(_LENGTH_BYTES, "little"))
@@ -352,11 +355,11 @@ def _decode(pipes: _Pipes, status: int, stats: ReadStats, bounds: Bounds) -> Ans
         length = int.from_bytes(raw[-_LENGTH_BYTES:], "little")
         if length > len(raw) - _LENGTH_BYTES:
             raise ValueError("the envelope is longer than the answer")
-        envelope = orjson.loads(raw[len(raw) - _LENGTH_BYTES - length : -_LENGTH_BYTES])
+        envelope = msgspec.json.decode(raw[len(raw) - _LENGTH_BYTES - length : -_LENGTH_BYTES])
         read_bytes, read_chunks = envelope["read"]
         stats.bytes_read += int(read_bytes)
         stats.chunks_verified += int(read_chunks)
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (msgspec.DecodeError, RecursionError, KeyError, TypeError, ValueError) as exc:
         raise TableUnreadable("the table's reader answered nonsense") from exc
     if "error" in envelope:
         _raise(envelope["error"])
