@@ -235,7 +235,8 @@ class StorageConfig(Section, frozen=True):
     With `backend = "s3"`, `bucket` (and optionally `prefix`, `endpoint_url` for MinIO, Ceph,
     R2 or tests, and `region`) name an S3-compatible bucket; each host keeps verified local
     copies under `<state_root>/bucket-cache/`. Credentials come only from the standard AWS
-    chain (environment, shared files, instance roles): never from this file.
+    chain (environment, shared files, instance roles): never from this file. `part_checksums =
+    false` is for a service that refuses S3 SHA-256 checksums on uploads.
     """
 
     backend: Literal["local", "s3"] = "local"
@@ -243,6 +244,7 @@ class StorageConfig(Section, frozen=True):
     prefix: str = ""
     endpoint_url: str | None = None
     region: str | None = None
+    part_checksums: bool = True
 
     def __post_init__(self) -> None:
         if self.bucket is not None and not _bucket_name(self.bucket):
@@ -367,6 +369,7 @@ class Config(Section, frozen=True):
                 prefix=storage.prefix,
                 endpoint_url=storage.endpoint_url,
                 region=storage.region,
+                part_checksums=storage.part_checksums,
             )
             return BucketStore(
                 settings,

@@ -104,20 +104,45 @@ class Ticks:
         self.done += done
 
 
+@pytest.mark.parametrize("checksums", [True, False], ids=["part-checksums", "whole-sha256"])
 @pytest.mark.parametrize("size", [MIB, 20 * MIB + 3], ids=["one-put", "multipart"])
 def test_chunks_that_collide_with_the_first_pass_are_still_refused(
-    ws: Workspace, s3_endpoint: str, bucket: str, size: int, monkeypatch: pytest.MonkeyPatch
+    ws: Workspace,
+    s3_endpoint: str,
+    bucket: str,
+    size: int,
+    checksums: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ):
-    """xxh3 is no cryptographic hash: what is sent is proven by SHA-256 before it shows."""
+    """xxh3 is no cryptographic hash: what is sent is proven by SHA-256 before it shows.
+
+    With `part_checksums` each part is proven against its declared SHA-256 as it is sent;
+    without (a service refusing S3 checksums), no checksum is declared and the SHA-256 of all
+    that was sent is checked before the object is created.
+    """
     from cas import _hashing
     from cas._bucket import _hasher, _publish
+    from cas._bucket._client import BucketClient
+
+    declared: list[bytes | None] = []
+    for name in ("put", "upload_part"):
+        send = getattr(BucketClient, name)
+
+        def spy(*args, _send=send, **kwargs):  # type: ignore[no-untyped-def]
+            # put(self, key, body, ..., checksum=...); upload_part(self, key, id, n, body, checksum)
+            declared.append(kwargs.get("checksum", args[5] if len(args) > 5 else None))
+            return _send(*args, **kwargs)
+
+        monkeypatch.setattr(BucketClient, name, spy)
 
     collide = SimpleNamespace(xxh3_128_digest=lambda data: b"\0" * 16)  # every chunk "equal"
     monkeypatch.setattr(_hashing, "xxhash", collide)  # a first pass by `hash_export`
     monkeypatch.setattr(_hasher, "xxhash", collide)  # or by parts (`hash_for_upload`)
     monkeypatch.setattr(_publish, "xxhash", collide)
     path = ws.export("a.bin", os.urandom(size))
-    store = Host(s3_endpoint, bucket, ws.root / "state").store(PROJECT)
+    store = Host(s3_endpoint, bucket, ws.root / "state").store(
+        PROJECT, settings={"part_checksums": checksums}
+    )
     progress = ChangeAfterHashing(path, 10)
     with pytest.raises(SourceChanged):
         store.record(
@@ -125,6 +150,8 @@ def test_chunks_that_collide_with_the_first_pass_are_still_refused(
         )
     assert progress.changed
     _nothing_visible(store, s3_endpoint, bucket)
+    assert declared, "nothing was sent"
+    assert any(d is not None for d in declared) is checksums  # a declared part SHA-256, or none
 
 
 def _nothing_visible(store: BucketStore, s3_endpoint: str, bucket: str) -> None:

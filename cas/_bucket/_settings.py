@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+
+import msgspec
 
 from cards.errors import InvalidInput
 
@@ -12,8 +13,7 @@ MAX_IN_FLIGHT = 4  # parts being sent at once (memory: this many parts)
 STALE_STAGING_AGE_S = 3600  # a staging key older than this belongs to no live record
 
 
-@dataclass(frozen=True, slots=True)
-class BucketSettings:
+class BucketSettings(msgspec.Struct, frozen=True):
     """A bucket and prefix holding the store's layout; credentials come from the AWS chain only.
 
     `cache_root` holds the verified local copies and must be a local absolute path
@@ -28,6 +28,9 @@ class BucketSettings:
     part_bytes: int = PART_BYTES
     max_in_flight: int = MAX_IN_FLIGHT
     stale_after_s: int = STALE_STAGING_AGE_S  # fsck: staging keys and uploads older are leftovers
+    # Each part declares its SHA-256 as its S3 checksum (proven before it is sent); off for a
+    # service that refuses S3 checksums: the whole SHA-256 is then checked before completing.
+    part_checksums: bool = True
 
     def __post_init__(self) -> None:
         if not os.path.isabs(self.cache_root):

@@ -63,7 +63,7 @@ from cas._bucket._publish import publish, stored
 from cas._bucket._ranged import pinned
 from cas._bucket._settings import BucketSettings
 from cas._cardfiles import CardRead, CardScan, CardStamp
-from cas._hashing import Digests
+from cas._hashing import Digests, hash_export
 from cas._layout import ProjectLayout
 from cas._progress import Progress
 from cas._results import (
@@ -162,7 +162,11 @@ class BucketStore:
                 )
             if progress is not None:
                 progress.start(2 * src.size)  # hashed in place, then sent
-            digests = hash_for_upload(src.fd, src.size, self.settings.part_bytes, progress)
+            digests: Digests
+            if self.settings.part_checksums:
+                digests = hash_for_upload(src.fd, src.size, self.settings.part_bytes, progress)
+            else:
+                digests = hash_export(src.fd, src.size, progress)
             src.check_unchanged(digests.size)
             recorded = self._commit(src.fd, digests, metadata, src.name, provenance, progress)
             if progress is not None and recorded.deduplicated:
