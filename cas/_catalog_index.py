@@ -11,7 +11,7 @@ Ranking (spec §30.1): exact matches first with score 1.0, newest first; lexical
 ranked by Okapi BM25 (k1 = 1.2, b = 0.75, Lucene's idf) over one virtual field in which a title
 or tag token counts `HEAVY_WEIGHT` times. Lexical scores are divided by the query's best lexical
 score. Ties go to the most recently updated card, then to the smaller experiment id. Only the
-cards that can rank are scored (`_catalog_postings.top_scores`): a common word costs about as
+cards that can rank are scored (`_catalog_rank.top_scores`): a common word costs about as
 much as a rare one.
 """
 
@@ -25,16 +25,8 @@ from operator import itemgetter
 
 import msgspec
 
-from cas._catalog_postings import (
-    PACK_SHAPE,
-    SLOT_CODE,
-    Bm25,
-    BoundCache,
-    Packed,
-    Postings,
-    count_packed,
-    top_scores,
-)
+from cas._catalog_postings import PACK_SHAPE, SLOT_CODE, Packed, Postings, count_packed
+from cas._catalog_rank import Bm25, BoundCache, top_scores
 
 __all__ = ["B", "EXACT_KINDS", "K1", "PACK_SHAPE", "Entry", "TermIndex"]
 

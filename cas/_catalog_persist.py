@@ -16,8 +16,8 @@ valid is never returned.
 Why `marshal` and our own index (not SQLite FTS5): measured at 100,000 cards, FTS5's `bm25()`
 ranks every row that matches a common word (p50 0.5 s, p95 0.9-1.6 s), while the packed index
 loads without per-posting work and scores only the cards that can rank: a single word by the
-threshold algorithm over impact-ordered postings, several words by term-at-a-time MaxScore
-(`_catalog_postings`, `benchmarks/bench_catalog`).
+heads of its impact-ordered runs, several words by MaxScore or by impact bounds packed into
+integers (`_catalog_rank`, `benchmarks/bench_catalog`).
 
 Saving: a start that found changed cards appends their entries to a journal beside the file
 (`_catalog_journal`), a few kilobytes instead of the whole catalog, so it answers without

@@ -12,7 +12,7 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cas import _catalog_postings as postings_module
+from cas import _catalog_rank as rank_module
 from cas._catalog_index import K1, B, Entry, TermIndex
 from cas._catalog_postings import Postings
 
@@ -94,10 +94,10 @@ def _small_groups(group: int, first_max: int, few: int = 8) -> contextlib.ExitSt
     No query is small enough to score card by card.
     """
     stack = contextlib.ExitStack()
-    stack.enter_context(mock.patch.object(postings_module, "_FEW_POSTINGS", 0))
-    stack.enter_context(mock.patch.object(postings_module, "_FEW", few))
-    stack.enter_context(mock.patch.object(postings_module, "_GROUP", group))
-    stack.enter_context(mock.patch.object(postings_module, "_FIRST_MAX", first_max))
+    stack.enter_context(mock.patch.object(rank_module, "_FEW_POSTINGS", 0))
+    stack.enter_context(mock.patch.object(rank_module, "_FEW", few))
+    stack.enter_context(mock.patch.object(rank_module, "_GROUP", group))
+    stack.enter_context(mock.patch.object(rank_module, "_FIRST_MAX", first_max))
     return stack
 
 
@@ -144,9 +144,9 @@ def test_the_bounds_path_ranks_like_scoring_every_card_through_changes(
 def _check_cached_bounds(index: TermIndex) -> None:
     """Every cached field bounds its card's impact from above, and is 0 where no card holds."""
     bm25 = index._bm25_of()
-    steps = postings_module._LEVELS / bm25.scale
+    steps = rank_module._LEVELS / bm25.scale
     for postings, bounds in index._cache._bounds.items():
-        raw = b"".join(group.to_bytes(postings_module._GROUP * 4, "little") for group in bounds)
+        raw = b"".join(group.to_bytes(rank_module._GROUP * 4, "little") for group in bounds)
         fields = struct.unpack(f"<{len(raw) // 4}I", raw)
         held = dict(zip(postings.slots, postings.tfs, strict=True))
         for slot, field in enumerate(fields):
@@ -162,16 +162,16 @@ def _check_cached_bounds(index: TermIndex) -> None:
 )
 def test_the_carry_flags_exactly_the_fields_above_the_cut(values: list[int], cut: int) -> None:
     total = sum(value << (32 * at) for at, value in enumerate(values))
-    over = postings_module._over(total, len(values), cut)
+    over = rank_module._over(total, len(values), cut)
     flagged = [at for at in range(len(values)) if over >> (32 * at + 31) & 1]
     assert flagged == [at for at, value in enumerate(values) if value > cut]
-    assert over & ~postings_module._ones(len(values)) << 31 == 0
+    assert over & ~rank_module._ones(len(values)) << 31 == 0
 
 
 def test_weights_keep_every_bound_below_the_flag() -> None:
     for count, bits in ((1, 10), (32, 10), (500, 10), (600, 9), (5_000, 6)):
-        weights, used = postings_module._weights([(1.0, Postings())] * count)
-        assert sum(weights) * (postings_module._LEVELS + 1) < postings_module._FLAG
+        weights, used = rank_module._weights([(1.0, Postings())] * count)
+        assert sum(weights) * (rank_module._LEVELS + 1) < rank_module._FLAG
         assert used == bits
 
 
