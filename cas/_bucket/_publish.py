@@ -19,11 +19,11 @@ byte is sent. Then:
   declares that digest as its checksum and is proven against it just before it is sent
   (`BucketClient`: by the signer's own payload hash where it takes one, else hashed in the
   sending thread), so no second SHA-256 of the whole runs in order on this thread, the SDK
-  adds no CRC32, and the service verifies each part too. Otherwise (plain `Digests`, e.g. a
-  migration) every chunk read for sending is checked against its xxh3-128 (an early, cheap
-  refusal) and the SHA-256 of everything sent against the address before the put or the
-  completing call. A source that changed fails the record (`SourceChanged`, the upload
-  aborted), so the object is exactly the bytes its address names.
+  adds no CRC32, and the service verifies each part too. Otherwise (plain `Digests`: a
+  migration, or `part_checksums` off) every chunk read for sending is checked against its
+  xxh3-128 (an early, cheap refusal) and the SHA-256 of everything sent against the address
+  before the put or the completing call. A source that changed fails the record
+  (`SourceChanged`, the upload aborted), so the object is exactly the bytes its address names.
 
 A 412 means the address was taken meanwhile: by the same bytes from a concurrent record on
 another host (deduplication), or by something else. Before counting it as ours we check its
@@ -90,17 +90,15 @@ def publish(
     _publish_manifest(client, keys.chunks(artifact_id), digests.manifest())
     if stored(client.head(key), digests.size, sha256):
         return True
-    parts = _Parts(source_fd, digests, progress)
+    parts = _Parts(source_fd, digests, part_bytes, progress)
     try:
-        if isinstance(digests, PartDigests) and digests.part_bytes == part_bytes:
-            _send_proven(client, key, digests, source_fd, in_flight, progress)
-        elif digests.size <= part_bytes:
-            body = parts.read(0, digests.size)
+        if digests.size <= part_bytes:
+            body = parts.read(bytearray(digests.size), 0)
             parts.check_whole()
-            client.put(key, body, create=True, sha256=sha256)
+            client.put(key, body, create=True, sha256=sha256, checksum=parts.declared(None))
             parts.sent(digests.size)
         else:
-            _upload_create(client, key, parts, sha256, part_bytes, in_flight)
+            _upload_create(client, key, parts, sha256, in_flight)
     except ChecksumMismatch:
         raise SourceChanged("the export changed between hashing and upload") from None
     except Conflict:
@@ -110,100 +108,33 @@ def publish(
     return False
 
 
-def _send_proven(
-    client: BucketClient,
-    key: str,
-    digests: PartDigests,
-    fd: int,
-    in_flight: int,
-    progress: Progress | None,
-) -> None:
-    """Send the source in the parts the first pass hashed, each proven by its SHA-256 as sent.
-
-    Raises:
-        ChecksumMismatch: a part is not the bytes the first pass hashed (nothing is created).
-        Conflict: the address exists. StoreIOError: the bucket or the source failed.
-    """
-    sha256 = digests.sha256.hex()
-    if digests.size <= digests.part_bytes:  # one put, proven against the address itself
-        body = _read_part(fd, bytearray(digests.size), 0)
-        client.put(key, body, create=True, sha256=sha256, checksum=digests.sha256)
-        if progress is not None:
-            progress.advance(digests.size)
-        return
-    if len(digests.part_sha256) != -(-digests.size // digests.part_bytes):
-        raise StoreIOError("the first pass did not hash the parts being sent")
-    upload_id = client.start_upload(key, sha256, checksums=True)
-    try:
-        etags = _send_parts(client, key, upload_id, digests, fd, in_flight, progress)
-        client.complete(key, upload_id, etags, create=True, checksums=digests.part_sha256)
-    except BaseException:
-        client.abort(key, upload_id)
-        raise
-
-
-def _send_parts(
-    client: BucketClient,
-    key: str,
-    upload_id: str,
-    digests: PartDigests,
-    fd: int,
-    in_flight: int,
-    progress: Progress | None,
-) -> list[str]:
-    """Read and send every part, `in_flight` at once, each in a reused buffer; their ETags."""
-    size, part_bytes = digests.size, digests.part_bytes
-    spare = [bytearray(part_bytes) for _ in range(min(in_flight, len(digests.part_sha256)))]
-    pending: deque[tuple[Future[str], bytearray]] = deque()
-    etags: list[str] = []
-    with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="artmem-up") as pool:
-        for index, offset in enumerate(range(0, size, part_bytes)):
-            if not spare:
-                etags.append(_returned(pending.popleft(), spare, progress))
-            body = spare.pop()
-            if size - offset < part_bytes:  # the last part, short: a buffer of its own size
-                body = bytearray(size - offset)  # (the SDK may still hold a view of the old)
-            _read_part(fd, body, offset)
-            digest = digests.part_sha256[index]
-            future = pool.submit(client.upload_part, key, upload_id, index + 1, body, digest)
-            pending.append((future, body))
-        etags.extend(_returned(item, spare, progress) for item in list(pending))
-    return etags
-
-
-def _returned(
-    item: tuple[Future[str], bytearray], spare: list[bytearray], progress: Progress | None
-) -> str:
-    """Wait for a part to be sent; its buffer goes back to `spare`."""
-    future, body = item
-    etag = future.result()
-    spare.append(body)
-    if progress is not None:
-        progress.advance(len(body))
-    return etag
-
-
-def _read_part(fd: int, body: bytearray, offset: int) -> bytearray:
-    try:
-        n = _fs.pread_into(fd, body, offset)
-    except OSError as exc:
-        raise StoreIOError(f"cannot read the source: {exc.strerror}") from exc
-    if n != len(body):
-        raise StoreIOError("the source is shorter than what was hashed")
-    return body
-
-
 class _Parts:
-    """Reads of the source for sending, in order, proven as the first pass hashed them.
+    """Reads of the source for sending, in order, and how each is proven as the first pass hashed.
 
-    Each chunk is checked against its xxh3 digest as it is read; the SHA-256 of them all,
-    against the address before the object is created (`check_whole`).
+    With the first pass's SHA-256 of every part (`PartDigests` of this part size), each part
+    declares its digest (`declared`) and the client proves it as it is sent. Otherwise each
+    chunk is checked against its xxh3 digest as it is read, and the SHA-256 of them all against
+    the address before the object is created (`check_whole`).
     """
 
-    def __init__(self, fd: int, digests: Digests, progress: Progress | None) -> None:
+    def __init__(
+        self, fd: int, digests: Digests, part_bytes: int, progress: Progress | None
+    ) -> None:
+        """Prepare to send `digests`' bytes from `fd` in parts of `part_bytes`.
+
+        Raises:
+            StoreIOError: the part digests do not cover the object in parts of `part_bytes`.
+        """
         self._fd = fd
         self._digests = digests
+        self.part_bytes = part_bytes
         self._progress = progress
+        self.checksums = False  # whether each part declares its SHA-256 (`part_sha256`)
+        self.part_sha256: tuple[bytes, ...] = ()
+        if isinstance(digests, PartDigests) and digests.part_bytes == part_bytes:
+            if len(digests.part_sha256) != -(-digests.size // part_bytes):
+                raise StoreIOError("the first pass did not hash the parts being sent")
+            self.checksums, self.part_sha256 = True, digests.part_sha256
         self._sha256 = hashlib.sha256()
         self._read = 0
 
@@ -212,33 +143,49 @@ class _Parts:
         """The object's size."""
         return self._digests.size
 
-    def read(self, offset: int, length: int) -> bytearray:
-        """Bytes `[offset, offset + length)` (chunk-aligned `offset`), proven as hashed.
+    def declared(self, index: int | None) -> bytes | None:
+        """The SHA-256 part `index` declares (None: the whole object, sent in one put)."""
+        if not self.checksums:
+            return None
+        return self._digests.sha256 if index is None else self.part_sha256[index]
+
+    def read(self, body: bytearray, offset: int) -> bytearray:
+        """Fill `body` with the bytes at `offset` (chunk-aligned), proven as hashed if by chunks.
 
         Raises:
             SourceChanged: a chunk differs from its digest.
-            StoreIOError: the source could not be read.
+            StoreIOError: the source could not be read, or ends early.
         """
         if offset != self._read:  # the whole digest needs the bytes in order
             raise StoreIOError("the source was not read for sending in order")
-        data = _read_part(self._fd, bytearray(length), offset)  # sent as is, in one write
-        view = memoryview(data)
-        for start in range(0, length, CHUNK_BYTES):
-            index = (offset + start) // CHUNK_BYTES
-            chunk = view[start : start + CHUNK_BYTES]
-            if xxhash.xxh3_128_digest(chunk) != self._digests.chunk_digests[index]:
-                raise SourceChanged("the export changed between hashing and upload")
-        self._sha256.update(view)
-        self._read += length
-        return data
+        try:
+            n = _fs.pread_into(self._fd, body, offset)
+        except OSError as exc:
+            raise StoreIOError(f"cannot read the source: {exc.strerror}") from exc
+        if n != len(body):
+            raise StoreIOError("the source is shorter than what was hashed")
+        self._read += n
+        if not self.checksums:
+            view = memoryview(body)
+            for start in range(0, n, CHUNK_BYTES):
+                chunk = view[start : start + CHUNK_BYTES]
+                digest = self._digests.chunk_digests[(offset + start) // CHUNK_BYTES]
+                if xxhash.xxh3_128_digest(chunk) != digest:
+                    raise SourceChanged("the export changed between hashing and upload")
+            self._sha256.update(view)
+        return body
 
     def check_whole(self) -> None:
         """Prove that the bytes read for sending are the bytes of the address.
 
+        With declared part digests the client proved each part as it was sent; only the count
+        of bytes read is left to check.
+
         Raises:
             SourceChanged: they are not (fewer, or others with the same chunk digests).
         """
-        if self._read != self._digests.size or self._sha256.digest() != self._digests.sha256:
+        whole = self.checksums or self._sha256.digest() == self._digests.sha256
+        if self._read != self._digests.size or not whole:
             raise SourceChanged("the export changed between hashing and upload")
 
     def sent(self, length: int) -> None:
@@ -267,35 +214,41 @@ def _publish_manifest(client: BucketClient, key: str, manifest: bytes) -> None:
 
 
 def _upload_create(
-    client: BucketClient,
-    key: str,
-    parts: _Parts,
-    sha256: str,
-    part_bytes: int,
-    in_flight: int,
+    client: BucketClient, key: str, parts: _Parts, sha256: str, in_flight: int
 ) -> None:
-    """A multipart upload of the source to `key`, completed only if `key` does not exist."""
-    size = parts.size
-    upload_id = client.start_upload(key, sha256)
+    """A multipart upload of the source to `key`, completed only if `key` does not exist.
+
+    `in_flight` parts at once, each read into a buffer reused once its part was sent.
+    """
+    size, part_bytes = parts.size, parts.part_bytes
+    upload_id = client.start_upload(key, sha256, checksums=parts.checksums)
     try:
         etags: list[str] = []
+        spare = [bytearray(part_bytes) for _ in range(min(in_flight, -(-size // part_bytes)))]
+        pending: deque[tuple[Future[str], bytearray]] = deque()
         with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="artmem-up") as pool:
-            pending: deque[tuple[int, Future[str]]] = deque()
-            for number, offset in enumerate(range(0, size, part_bytes), start=1):
-                if len(pending) >= in_flight:
-                    etags.append(_sent(pending.popleft(), parts))
-                body = parts.read(offset, min(part_bytes, size - offset))
-                future = pool.submit(client.upload_part, key, upload_id, number, body)
-                pending.append((len(body), future))
-            etags.extend(_sent(item, parts) for item in pending)
+            for index, offset in enumerate(range(0, size, part_bytes)):
+                if not spare:
+                    etags.append(_sent(pending.popleft(), spare, parts))
+                body = spare.pop()
+                if size - offset < part_bytes:  # the last part, short: a buffer of its own size
+                    body = bytearray(size - offset)
+                parts.read(body, offset)
+                number, checksum = index + 1, parts.declared(index)
+                future = pool.submit(client.upload_part, key, upload_id, number, body, checksum)
+                pending.append((future, body))
+            etags.extend(_sent(item, spare, parts) for item in list(pending))
         parts.check_whole()  # before the object becomes visible
-        client.complete(key, upload_id, etags, create=True)
+        client.complete(key, upload_id, etags, create=True, checksums=parts.part_sha256)
     except BaseException:
         client.abort(key, upload_id)
         raise
 
 
-def _sent(item: tuple[int, Future[str]], parts: _Parts) -> str:
-    etag = item[1].result()
-    parts.sent(item[0])
+def _sent(item: tuple[Future[str], bytearray], spare: list[bytearray], parts: _Parts) -> str:
+    """Wait for a part to be sent; its buffer goes back to `spare`."""
+    future, body = item
+    etag = future.result()
+    spare.append(body)
+    parts.sent(len(body))
     return etag
