@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -121,6 +121,21 @@ class CardFiles:
         finally:
             os.close(fd)
         return self._checked(card, exp_id)
+
+    def read_many(self, exp_ids: Sequence[ExperimentId]) -> list[ExperimentCardV1 | None]:
+        """Each card, read and validated through one directory descriptor (a search's hits).
+
+        None for a card that is absent or unusable (the caller's index is behind).
+        """
+        try:
+            cards_fd = _fs.open_dir_beneath(self._fd, self._layout.cards_dir)
+        except (SourceMissing, PathEscape):
+            return [None] * len(exp_ids)
+        try:
+            reads = [self._read_entry(cards_fd, exp_id + CARD_SUFFIX, None) for exp_id in exp_ids]
+        finally:
+            os.close(cards_fd)
+        return [None if isinstance(read.card, ArtifactError) else read.card for read in reads]
 
     def find(self, exp_id: ExperimentId) -> ExperimentCardV1 | None:
         """The card at `exp_id` if it is usable; None if absent or corrupt (a rewrite heals it).

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import xxhash
 
-from cards.errors import ArtifactError, CardInvalid, ExperimentNotFound
+from cards.errors import ArtifactError
 from cas import _catalog_journal, _fs
 from cas._card_log import LogMark
 from cas._catalog import SearchHit, entry_of, put_entry, ranked
@@ -55,7 +55,7 @@ from cas._catalog_index import PACK_SHAPE, Entry, TermIndex
 from cas._layout import CARD_SUFFIX
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterator, Mapping, Sequence
 
     from cards import Limits, ProjectId
     from cards.card import ExperimentCardV1
@@ -96,8 +96,8 @@ class CardSource(Protocol):
         """Every card file; those whose stamp equals `unchanged[name]` are not parsed."""
         ...
 
-    def load_card(self, experiment_id: str) -> ExperimentCardV1:
-        """Read and validate one card."""
+    def load_cards(self, experiment_ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
+        """Read and validate several cards; None for an absent or unusable one."""
         ...
 
 
@@ -297,25 +297,22 @@ class LocalCatalog:
         """
         hits: list[SearchHit] = []
         for attempt in range(2):
-            hits, missing = [], False
-            for key, score, exact in ranked(self._index, query, limit):
-                card = self._read(key)
-                missing |= card is None
-                if card is not None:
-                    hits.append(SearchHit(card, score, exact))
-            if not missing or attempt or not self.refresh(force=True):
+            ranking = ranked(self._index, query, limit)
+            cards = self.store.load_cards([key for key, _, _ in ranking])
+            hits = [
+                SearchHit(card, score, exact)
+                for (_, score, exact), card in zip(ranking, cards, strict=True)
+                if card is not None
+            ]
+            if len(hits) == len(ranking) or attempt or not self.refresh(force=True):
                 break
         return hits
 
     def get(self, experiment_id: str) -> ExperimentCardV1 | None:
         """The indexed card with this id, as its file holds it now; None if not indexed."""
-        return self._read(experiment_id) if experiment_id in self._index else None
-
-    def _read(self, key: str) -> ExperimentCardV1 | None:
-        try:
-            return self.store.load_card(key)
-        except (ExperimentNotFound, CardInvalid):
+        if experiment_id not in self._index:
             return None
+        return self.store.load_cards([experiment_id])[0]
 
     # -- on disk ---------------------------------------------------------------------------
 

@@ -62,6 +62,10 @@ class Store(Protocol):
         """Read and validate one card of this project."""
         ...
 
+    def load_cards(self, experiment_ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
+        """Read and validate several cards; None for an absent or unusable one."""
+        ...
+
     def scan_cards(self) -> CardScan:
         """Read every card; unusable ones are skipped and counted."""
         ...

@@ -206,6 +206,18 @@ class ProjectStore:
         with self._open(create=False) as opened:
             return recorded(opened).cards.read(exp_id)
 
+    def load_cards(self, experiment_ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
+        """Read and validate several cards of this project, opening it once (a search's hits).
+
+        None for a card that is absent or unusable.
+
+        Raises:
+            InvalidId: an id is malformed.
+        """
+        exp_ids = [parse_experiment_id(experiment_id) for experiment_id in experiment_ids]
+        with self._open(create=False) as opened:
+            return [None] * len(exp_ids) if opened is None else opened.cards.read_many(exp_ids)
+
     def scan_cards(self) -> CardScan:
         """Read every card; malformed, unsupported or misplaced ones are skipped and counted."""
         return CardScan.of(self.read_cards())

@@ -15,7 +15,7 @@ import pytest
 from bucket_helpers import Host, bucket, keys_below, open_uploads, raw_client, s3_endpoint
 from conftest import PROJECT, SESSION, Workspace, fingerprint, make_metadata
 
-from cards import IndexState, IndexStatus
+from cards import IndexState, IndexStatus, InvalidId
 from cards.errors import ExperimentNotFound, IntegrityError, QuotaExceeded
 from cas import Provenance, Store, VerificationCache, fsck
 
@@ -148,6 +148,23 @@ def test_unknown_experiment(backend: Backend):
     backend.record(store, "a.bin", b"abc")
     with pytest.raises(ExperimentNotFound):
         store.resolve("exp_" + "a" * 52)
+
+
+def test_load_cards_reads_each_card_in_order_and_none_for_an_unknown_one(backend: Backend):
+    store = backend.store()
+    assert store.load_cards(["exp_" + "a" * 52]) == [None]  # nothing recorded yet
+    a = backend.record(store, "a.bin", b"abc").card
+    b = backend.record(store, "b.bin", b"abd").card
+    unknown = "exp_" + "a" * 52
+    assert store.load_cards([b.experiment_id, unknown, a.experiment_id, b.experiment_id]) == [
+        b,
+        None,
+        a,
+        b,
+    ]
+    assert store.load_cards([]) == []
+    with pytest.raises(InvalidId):
+        store.load_cards([a.experiment_id, "exp_../../etc/passwd"])
 
 
 def test_byte_quota(backend: Backend):

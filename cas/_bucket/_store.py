@@ -52,7 +52,7 @@ from cards import (
     parse_project_id,
 )
 from cards.build import card_changes, record_warnings, revised_card, with_index
-from cards.errors import ArtifactTooLarge, InvalidInput
+from cards.errors import ArtifactTooLarge, CardInvalid, ExperimentNotFound, InvalidInput
 from cards.policy import DEFAULT_LIMITS, check_byte_quota, check_card_quota
 from cas._bucket._cache import LocalCopies
 from cas._bucket._cards import BucketCards, retried
@@ -304,6 +304,21 @@ class BucketStore:
             InvalidId, ExperimentNotFound, CardInvalid: as `ProjectStore.load_card`.
         """
         return self._cards.read(parse_experiment_id(experiment_id))[0]
+
+    def load_cards(self, experiment_ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
+        """Read and validate several cards (one GET each); None for an absent or unusable one.
+
+        Raises:
+            InvalidId: an id is malformed.
+        """
+        exp_ids = [parse_experiment_id(experiment_id) for experiment_id in experiment_ids]
+        return [self._usable(exp_id) for exp_id in exp_ids]
+
+    def _usable(self, exp_id: ExperimentId) -> ExperimentCardV1 | None:
+        try:
+            return self._cards.read(exp_id)[0]
+        except (ExperimentNotFound, CardInvalid):
+            return None
 
     def scan_cards(self) -> CardScan:
         """Read every card; malformed, unsupported or misplaced ones are skipped and counted."""

@@ -359,6 +359,32 @@ def test_card_copied_to_another_name_or_project_is_refused(ws):
         other.resolve(a.experiment_id)
 
 
+def test_load_cards_gives_none_for_every_unusable_card_file(ws, tmp_path):
+    names = ["good", "corrupt", "unsupported", "misplaced", "symlink", "directory", "huge"]
+    store = ws.store()
+    cards = []
+    for number, name in enumerate(names):
+        ws.export(f"{name}.bin", bytes([number]))
+        cards.append(ws.record(store, f"{name}.bin").card)
+    good, corrupt, unsupported, misplaced, symlink, directory, huge = cards
+    _card_file(ws, store, corrupt).write_text("{not json")
+    doc = json.loads(_card_file(ws, store, unsupported).read_bytes())
+    _card_file(ws, store, unsupported).write_text(json.dumps({**doc, "schema_version": 2}))
+    _card_file(ws, store, misplaced).write_bytes(_card_file(ws, store, good).read_bytes())
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(_card_file(ws, store, symlink).read_bytes())  # a valid card, elsewhere
+    _card_file(ws, store, symlink).unlink()
+    _card_file(ws, store, symlink).symlink_to(outside)
+    _card_file(ws, store, directory).unlink()
+    _card_file(ws, store, directory).mkdir()
+    _card_file(ws, store, huge).write_bytes(b" " * (2 << 20))
+    ids = [card.experiment_id for card in cards]
+    assert store.load_cards(ids) == [good, None, None, None, None, None, None]
+    for card in cards[1:]:  # one by one, each is refused with a typed error
+        with pytest.raises((CardInvalid, ExperimentNotFound)):
+            store.load_card(card.experiment_id)
+
+
 def test_byte_quota_rejects_and_leaves_nothing(ws):
     ws.export("a.bin", b"a" * 600)
     ws.export("b.bin", b"b" * 600)
