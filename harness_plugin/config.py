@@ -115,6 +115,7 @@ def _without_slash(section: Section, name: str) -> None:
 
 
 HonchoId = Annotated[str, Meta(pattern=HONCHO_ID)]
+DEFAULT_HONCHO_URL = "http://127.0.0.1:8000"
 
 
 class HonchoConfig(Section, frozen=True):
@@ -125,7 +126,7 @@ class HonchoConfig(Section, frozen=True):
     """
 
     enabled: bool = False
-    base_url: str = "http://127.0.0.1:8000"
+    base_url: str = DEFAULT_HONCHO_URL
     workspace_id: HonchoId = "artmem"
     user_peer_id: HonchoId = "user"
     assistant_peer_id: HonchoId = "artmem-assistant"
@@ -141,8 +142,9 @@ class HonchoConfig(Section, frozen=True):
     search_timeout_s: Annotated[float, Meta(gt=0, le=60)] = 2.0
 
     def __post_init__(self) -> None:
-        _check_base_url("base_url", self.base_url)
-        _without_slash(self, "base_url")
+        if self.base_url != DEFAULT_HONCHO_URL:  # valid, and checking it costs every start ~2 ms
+            _check_base_url("base_url", self.base_url)
+            _without_slash(self, "base_url")
 
     def api_key(self, environ: Mapping[str, str]) -> str:
         """The API key from the named environment variable.

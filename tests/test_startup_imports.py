@@ -31,6 +31,8 @@ _RUN = (
 HEAVY = {"pyarrow", "honcho", "httpx", "anyio", "duckdb", "indexer.honcho_adapter", "sqlite3"}
 # Value types are msgspec structs: a dataclass compiles its methods when its module loads.
 HEAVY |= {"dataclasses", "portalocker"}
+# A configuration without a URL of its own parses none (the default Honcho URL is valid).
+HEAVY |= {"urllib.parse"}
 FORBIDDEN = {
     # Argument parsing only: not even the core's ids and bounds.
     "--help": HEAVY | {"pydantic", "cards", "msgspec", "cas", "indexer", "shutil"},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from conftest import SESSION, Workspace, make_metadata
@@ -23,7 +23,7 @@ from cards.errors import (
     SourceChanged,
 )
 from cas import Provenance
-from cas._ingest import export_parts
+from cas._ingest import export_parts, path_parts
 
 
 def _assert_nothing_stored(ws: Workspace, store) -> None:
@@ -320,6 +320,15 @@ def test_export_parts_never_leave_the_session_exports(parts, absolute):
     assert result[:3] == ("sessions", "s1", "exports")
     assert len(result) > 3
     assert all(part not in ("", ".", "..") for part in result)
+
+
+@given(st.lists(st.sampled_from(["", ".", "..", "a", "b c", "./", "\\", "é"]), max_size=8))
+def test_path_parts_are_pathlibs_except_a_leading_double_slash(parts):
+    path = "/".join(parts)
+    expected = PurePosixPath(path).parts
+    if expected[:1] == ("//",):  # POSIX leaves "//" to the system; Linux reads it as "/"
+        expected = ("/", *expected[1:])
+    assert path_parts(path) == expected
 
 
 def test_export_parts_accepts_the_real_path_of_a_symlinked_root(tmp_path):
