@@ -1,8 +1,10 @@
-"""The one hasher: SHA-256 of a whole object and xxh3-128 of each 4 MiB chunk, in one pass.
+"""Local hashing: SHA-256 of a whole object and xxh3-128 of each 4 MiB chunk, in one pass.
 
 `hash_fd` reads an object already in place (resolve, fsck), `hash_export` a kernel's export in
-place (a record that may deduplicate, a bucket record); `copy_and_hash` streams a source into a
-staging file, hashing while it copies (record).
+place (a record that may deduplicate; a bucket record without part checksums);
+`copy_and_hash` streams a source into a staging file, hashing while it copies (record). A
+bucket record that declares part checksums hashes in `_bucket._hasher.hash_for_upload`
+instead, which also takes each upload part's SHA-256.
 """
 
 from __future__ import annotations
