@@ -360,13 +360,13 @@ def test_card_copied_to_another_name_or_project_is_refused(ws):
 
 
 def test_load_cards_gives_none_for_every_unusable_card_file(ws, tmp_path):
-    names = ["good", "corrupt", "unsupported", "misplaced", "symlink", "directory", "huge"]
+    names = ["good", "corrupt", "unsupported", "misplaced", "symlink", "directory", "huge", "fifo"]
     store = ws.store()
     cards = []
     for number, name in enumerate(names):
         ws.export(f"{name}.bin", bytes([number]))
         cards.append(ws.record(store, f"{name}.bin").card)
-    good, corrupt, unsupported, misplaced, symlink, directory, huge = cards
+    good, corrupt, unsupported, misplaced, symlink, directory, huge, fifo = cards
     _card_file(ws, store, corrupt).write_text("{not json")
     doc = json.loads(_card_file(ws, store, unsupported).read_bytes())
     _card_file(ws, store, unsupported).write_text(json.dumps({**doc, "schema_version": 2}))
@@ -378,8 +378,10 @@ def test_load_cards_gives_none_for_every_unusable_card_file(ws, tmp_path):
     _card_file(ws, store, directory).unlink()
     _card_file(ws, store, directory).mkdir()
     _card_file(ws, store, huge).write_bytes(b" " * (2 << 20))
+    _card_file(ws, store, fifo).unlink()
+    os.mkfifo(_card_file(ws, store, fifo))  # no writer: a blocking open would hang
     ids = [card.experiment_id for card in cards]
-    assert store.load_cards(ids) == [good, None, None, None, None, None, None]
+    assert store.load_cards(ids) == [good, *[None] * 7]
     for card in cards[1:]:  # one by one, each is refused with a typed error
         with pytest.raises((CardInvalid, ExperimentNotFound)):
             store.load_card(card.experiment_id)
