@@ -22,7 +22,7 @@ from cas._chunks import CHUNK_BYTES, ChunkManifest
 from cas._progress import Progress
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 
 class Digests(msgspec.Struct, frozen=True):
@@ -85,19 +85,20 @@ def copy_and_hash(
     reads, writes, starts the chunk's writeback (unless `writeback` is off: a copy that is only
     a cache, as a bucket record's) and takes its xxh3-128 (xxhash holds the GIL, so it runs here
     rather than slow this thread down from the worker). At most three chunks are alive at once.
+    A file of one chunk has nothing to overlap: it is hashed and written here, without a thread
+    or writeback (the caller's fsync follows at once).
 
     Raises:
         ArtifactTooLarge: more than `limit` bytes were read (stops at once).
         OSError: the copy could not be written.
     """
-    from concurrent.futures import ThreadPoolExecutor  # with logging: ~8 ms only a copy pays
-
     sha256 = hashlib.sha256()
     chunks: list[bytes] = []
-    behind = _fs.WriteBehind(dst_fd) if writeback else None
+    pool: ThreadPoolExecutor | None = None
+    pending: Future[None] | None = None
+    behind: _fs.WriteBehind | None = None
     total = 0
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="artmem-hash") as pool:
-        pending: Future[None] | None = None
+    try:
         while chunk := _read_chunk(src_fd):
             total += len(chunk)
             if total > limit:
@@ -106,16 +107,34 @@ def copy_and_hash(
                 )
             if pending is not None:
                 pending.result()
-            pending = pool.submit(sha256.update, chunk)
+            if pool is None and len(chunk) < CHUNK_BYTES:  # a one-chunk file: nothing to overlap
+                sha256.update(chunk)
+            else:
+                pool = pool or _hash_worker()
+                pending = pool.submit(sha256.update, chunk)
             _fs.write_all(dst_fd, chunk)
-            if behind is not None:
+            if writeback and pool is not None:
+                behind = behind or _fs.WriteBehind(dst_fd)
                 behind.written(len(chunk))
             chunks.append(xxhash.xxh3_128_digest(chunk))
             if progress is not None:
                 progress.advance(len(chunk))
         if pending is not None:
             pending.result()
+    finally:
+        if pool is not None:
+            pool.shutdown()  # waits for a pending update
     return Digests(total, sha256.digest(), tuple(chunks))
+
+
+def _hash_worker() -> ThreadPoolExecutor:
+    """One thread for SHA-256 updates, made for files of several chunks.
+
+    concurrent.futures loads logging: about 8 ms that a one-chunk record need not pay.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="artmem-hash")
 
 
 def _read_chunk(fd: int) -> bytes:

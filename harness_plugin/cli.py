@@ -103,6 +103,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
+def _import_msgspec() -> None:
+    """Import msgspec before a command does, without `typing_extensions` (a no-op once loaded).
+
+    msgspec resolves annotations through typing_extensions when it can import it, which with
+    `inspect` and `ast` costs every command about 10 ms; on Python 3.11 `typing` resolves every
+    annotation of ours the same way. Only this single-threaded start hides the module, briefly.
+    """
+    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
+        return
+    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # its import now fails
+    try:
+        import msgspec  # noqa: F401
+    finally:
+        del sys.modules["typing_extensions"]
+
+
 def _main(argv: list[str]) -> int:
     parser = _parser(argv)
     try:
@@ -117,6 +133,7 @@ def _main(argv: list[str]) -> int:
             return _usage(True, "no command given; see `artmem --help`")
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    _import_msgspec()
     from cards import ArtifactError, ObjectMissing
 
     module, _, function = args.run.partition(":")
