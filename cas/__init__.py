@@ -5,8 +5,8 @@ Rooms (each a private module; this file is the public API):
 - `_objects`: the object files of a project (lstat/open/hash/walk/publish/quarantine);
 - `_cardfiles`: the card files (read/find/scan/count/write);
 - `_store`: `ProjectStore`, which orchestrates record, resolve and locate under the project's
-  lock and quotas, with `_ingest` (a kernel's export, opened safely), `_hashing` (the one
-  hasher), `_verify` (proofs and their cache) and `_project` (a project's directory and lock);
+  lock and quotas, with `_ingest` (a kernel's export, opened safely), `_hashing` (the
+  digests), `_verify` (proofs and their cache) and `_project` (a project's directory and lock);
 - `_interface`: `Store`, the protocol both backends implement; `_bucket/`: `BucketStore`, the
   store on an S3-compatible bucket with a verified local cache (its client loads only there);
 - `_catalog`: exact-id and BM25 search over cards (`_catalog_index` the index,

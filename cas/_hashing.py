@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import TYPE_CHECKING
+import queue
+import threading
 
 import msgspec
 import xxhash
@@ -20,9 +21,6 @@ from cards.errors import ArtifactTooLarge, StoreIOError
 from cas import _fs
 from cas._chunks import CHUNK_BYTES, ChunkManifest
 from cas._progress import Progress
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
 
 
 class Digests(msgspec.Struct, frozen=True):
@@ -40,20 +38,29 @@ class Digests(msgspec.Struct, frozen=True):
 def hash_fd(fd: int, progress: Progress | None = None, *, limit: int | None = None) -> Digests:
     """Hash what is readable from `fd`, from its start (positional reads, so `fd` is shared).
 
-    With `limit`, stop once more than `limit` bytes were read (at most one chunk past it).
+    SHA-256 runs in a second thread (`_Sha256`) while this one reads the next chunk and takes
+    each chunk's xxh3-128: two buffers take turns. With `limit`, stop once more than `limit`
+    bytes were read (at most one chunk past it).
     """
-    sha256 = hashlib.sha256()
+    sha256 = _Sha256()
     chunks: list[bytes] = []
-    buffer = bytearray(CHUNK_BYTES)
+    buffers = (bytearray(CHUNK_BYTES), bytearray(CHUNK_BYTES))
     offset = 0
-    while (limit is None or offset <= limit) and (n := _fs.pread_into(fd, buffer, offset)):
-        view = memoryview(buffer)[:n]
-        sha256.update(view)
-        chunks.append(xxhash.xxh3_128_digest(view))
-        offset += n
-        if progress is not None:
-            progress.advance(n)
-    return Digests(offset, sha256.digest(), tuple(chunks))
+    try:
+        while limit is None or offset <= limit:
+            buffer = buffers[len(chunks) % 2]
+            sha256.settle(1)  # this buffer's last update (two chunks ago) is done
+            if not (n := _fs.pread_into(fd, buffer, offset)):
+                break
+            view = memoryview(buffer)[:n]
+            sha256.update(view)
+            chunks.append(xxhash.xxh3_128_digest(view))
+            offset += n
+            if progress is not None:
+                progress.advance(n)
+        return Digests(offset, sha256.digest(), tuple(chunks))
+    finally:
+        sha256.close()
 
 
 def hash_export(fd: int, size: int, progress: Progress | None = None) -> Digests:
@@ -92,10 +99,8 @@ def copy_and_hash(
         ArtifactTooLarge: more than `limit` bytes were read (stops at once).
         OSError: the copy could not be written.
     """
-    sha256 = hashlib.sha256()
+    sha256 = _Sha256()
     chunks: list[bytes] = []
-    pool: ThreadPoolExecutor | None = None
-    pending: Future[None] | None = None
     behind: _fs.WriteBehind | None = None
     total = 0
     try:
@@ -105,36 +110,83 @@ def copy_and_hash(
                 raise ArtifactTooLarge(
                     f"the artifact is larger than the {limit}-byte limit", limit=limit
                 )
-            if pending is not None:
-                pending.result()
-            if pool is None and len(chunk) < CHUNK_BYTES:  # a one-chunk file: nothing to overlap
-                sha256.update(chunk)
-            else:
-                pool = pool or _hash_worker()
-                pending = pool.submit(sha256.update, chunk)
+            sha256.settle(0)  # the previous chunk's: at most three are alive
+            sha256.update(chunk)
             _fs.write_all(dst_fd, chunk)
-            if writeback and pool is not None:
+            if writeback and sha256.threaded:
                 behind = behind or _fs.WriteBehind(dst_fd)
                 behind.written(len(chunk))
             chunks.append(xxhash.xxh3_128_digest(chunk))
             if progress is not None:
                 progress.advance(len(chunk))
-        if pending is not None:
-            pending.result()
+        return Digests(total, sha256.digest(), tuple(chunks))
     finally:
-        if pool is not None:
-            pool.shutdown()  # waits for a pending update
-    return Digests(total, sha256.digest(), tuple(chunks))
+        sha256.close()
 
 
-def _hash_worker() -> ThreadPoolExecutor:
-    """One thread for SHA-256 updates, made for files of several chunks.
+class _Sha256:
+    """SHA-256 updated in order by a second thread, so the caller's reads and xxh3 overlap it.
 
-    concurrent.futures loads logging: about 8 ms that a one-chunk record need not pay.
+    hashlib releases the GIL while it hashes a large buffer; xxhash does not, so xxh3 stays in
+    the caller's thread. A short first chunk (all of a one-chunk file) has nothing to overlap:
+    it is hashed at once and no thread starts. The caller leaves the data of an update alone
+    until `settle` says that update is done.
     """
-    from concurrent.futures import ThreadPoolExecutor
 
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="artmem-hash")
+    def __init__(self) -> None:
+        self._sha256 = hashlib.sha256()
+        self._thread: threading.Thread | None = None
+        self._todo: queue.SimpleQueue[bytes | memoryview | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
+        self._in_flight = 0
+
+    @property
+    def threaded(self) -> bool:
+        """Whether updates run in the second thread (a file of more than one chunk)."""
+        return self._thread is not None
+
+    def update(self, data: bytes | memoryview) -> None:
+        """Hash `data` after everything handed over before it."""
+        if self._thread is None and len(data) < CHUNK_BYTES:
+            self._sha256.update(data)  # nothing in flight: no thread has started
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="artmem-sha256", daemon=True)
+            self._thread.start()
+        self._in_flight += 1
+        self._todo.put(data)
+
+    def settle(self, in_flight: int) -> None:
+        """Wait until at most `in_flight` updates are not done (the latest ones).
+
+        Raises:
+            Exception: an update failed (as hashlib raised it).
+        """
+        while self._in_flight > in_flight:
+            self._in_flight -= 1
+            if (failure := self._done.get()) is not None:
+                raise failure
+
+    def digest(self) -> bytes:
+        """The digest of everything handed over (waits for every update)."""
+        self.settle(0)
+        return self._sha256.digest()
+
+    def close(self) -> None:
+        """Stop the thread once the updates in flight are done (after success or failure)."""
+        if self._thread is not None:
+            self._todo.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        while (data := self._todo.get()) is not None:
+            try:
+                self._sha256.update(data)
+            except BaseException as exc:  # handed to the caller's thread, never lost
+                self._done.put(exc)
+            else:
+                self._done.put(None)
 
 
 def _read_chunk(fd: int) -> bytes:

@@ -1,6 +1,6 @@
 """One project's store: record, resolve and locate, over the project's rooms and lock.
 
-The rooms: `_objects` (object files), `_cardfiles` (card files), `_hashing` (the one hasher),
+The rooms: `_objects` (object files), `_cardfiles` (card files), `_hashing` (the digests),
 `_ingest` (opening a kernel's export safely), `_record` (the commit protocol of a record,
 deduplication and quotas), `_sniff` (the media type), `_verify` (proofs of intactness and their
 records), `_fs` (the filesystem edge). This module only orchestrates them. The record-only rooms

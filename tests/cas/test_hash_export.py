@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 
 import pytest
+import xxhash
 
 from cards.errors import ArtifactTooLarge, StoreIOError
+from cas import _hashing as hashing_module
 from cas._chunks import CHUNK_BYTES
-from cas._hashing import copy_and_hash, hash_export, hash_fd
+from cas._hashing import Digests, copy_and_hash, hash_export, hash_fd
 
 
 def test_an_export_larger_than_its_size_is_read_at_most_one_chunk_past_it(tmp_path):
@@ -46,13 +49,44 @@ def test_a_copy_holds_every_byte_and_the_digests_of_a_pass_over_them(tmp_path, s
     src = os.open(tmp_path / "src", os.O_RDONLY)
     dst = os.open(tmp_path / "dst", os.O_RDWR | os.O_CREAT)
     try:
-        digests = copy_and_hash(src, dst, limit=size, writeback=writeback)
-        assert digests == hash_fd(dst)
-        assert digests.sha256 == hashlib.sha256(data).digest()
+        assert copy_and_hash(src, dst, limit=size, writeback=writeback) == _digests_of(data)
+        assert hash_fd(dst) == hash_fd(src) == _digests_of(data)
     finally:
         os.close(src)
         os.close(dst)
     assert (tmp_path / "dst").read_bytes() == data
+
+
+def _digests_of(data: bytes) -> Digests:
+    """What one serial pass over `data` measures."""
+    chunks = [data[at : at + CHUNK_BYTES] for at in range(0, len(data), CHUNK_BYTES)]
+    digests = tuple(xxhash.xxh3_128_digest(chunk) for chunk in chunks)
+    return Digests(len(data), hashlib.sha256(data).digest(), digests)
+
+
+def test_a_failed_sha256_update_in_the_hashing_thread_reaches_the_caller(tmp_path, monkeypatch):
+    (tmp_path / "src").write_bytes(os.urandom(3 * CHUNK_BYTES))
+
+    class Failing:
+        def __init__(self) -> None:
+            self.updates = 0
+
+        def update(self, data: object) -> None:
+            self.updates += 1
+            if self.updates == 2:
+                raise MemoryError("no room")
+
+        def digest(self) -> bytes:
+            return b""
+
+    monkeypatch.setattr(hashing_module.hashlib, "sha256", Failing)
+    fd = os.open(tmp_path / "src", os.O_RDONLY)
+    try:
+        with pytest.raises(MemoryError, match="no room"):
+            hash_fd(fd)
+    finally:
+        os.close(fd)
+    assert [thread.name for thread in threading.enumerate()].count("artmem-sha256") == 0
 
 
 @pytest.mark.parametrize("size", [10, CHUNK_BYTES + 10])
