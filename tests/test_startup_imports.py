@@ -54,6 +54,9 @@ FORBIDDEN = {
     "resolve": HEAVY
     | {"pydantic", "cards.model", "cards.wire", "cas.slicing._formats", "cas._catalog"}
     | {"harness_plugin._table_commands", "harness_plugin._listing"},
+    # pyarrow (which loads urllib.parse), of course; orjson (with dataclasses) only for JSON
+    # Lines.
+    "slice": HEAVY - {"pyarrow", "urllib.parse"} | {"pydantic", "orjson", "cas._catalog"},
 }
 
 
@@ -89,7 +92,10 @@ def test_a_command_loads_no_heavy_module_it_does_not_use(command, small_store):
     config, project_root, experiment = small_store
     record = ["--session", "s1", "r.csv", "--title", "T", "--summary", "S", "--source", "w"]
     record += ["--source-version", "v2", "--query-fingerprint", "a" * 64]
+    table = [experiment, "--columns", "cohort", "--where", "response >= 1"]
+    exported = ["--out", "slice.csv"]  # streamed by the bounded child
     arguments = {"search": ["cohort"], "resolve": [experiment], "record": record}
+    arguments["slice"] = [*table, "--format", "csv", *exported]
     argv = [command, *arguments.get(command, [])]
     loaded = _loaded(argv, project_root, config)
     assert "harness_plugin.cli" in loaded  # the probe did run the CLI
