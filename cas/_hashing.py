@@ -10,9 +10,10 @@ instead, which also takes each upload part's SHA-256.
 from __future__ import annotations
 
 import hashlib
-import os
+import itertools
 import queue
 import threading
+from collections.abc import Iterator
 
 import msgspec
 import xxhash
@@ -38,27 +39,22 @@ class Digests(msgspec.Struct, frozen=True):
 def hash_fd(fd: int, progress: Progress | None = None, *, limit: int | None = None) -> Digests:
     """Hash what is readable from `fd`, from its start (positional reads, so `fd` is shared).
 
-    SHA-256 runs in a second thread (`_Sha256`) while this one reads the next chunk and takes
-    each chunk's xxh3-128: two buffers take turns. With `limit`, stop once more than `limit`
-    bytes were read (at most one chunk past it).
+    SHA-256 runs in a second thread (`_chunks`, `_Sha256`) while this one reads the next chunk
+    and takes each chunk's xxh3-128. With `limit`, stop once more than `limit` bytes were read
+    (at most one chunk past it).
     """
     sha256 = _Sha256()
     chunks: list[bytes] = []
-    buffers = (bytearray(CHUNK_BYTES), bytearray(CHUNK_BYTES))
-    offset = 0
+    size = 0
     try:
-        while limit is None or offset <= limit:
-            buffer = buffers[len(chunks) % 2]
-            sha256.settle(1)  # this buffer's last update (two chunks ago) is done
-            if not (n := _fs.pread_into(fd, buffer, offset)):
-                break
-            view = memoryview(buffer)[:n]
-            sha256.update(view)
+        for view in _chunks(fd, sha256):
             chunks.append(xxhash.xxh3_128_digest(view))
-            offset += n
+            size += len(view)
             if progress is not None:
-                progress.advance(n)
-        return Digests(offset, sha256.digest(), tuple(chunks))
+                progress.advance(len(view))
+            if limit is not None and size > limit:
+                break
+        return Digests(size, sha256.digest(), tuple(chunks))
     finally:
         sha256.close()
 
@@ -79,49 +75,60 @@ def hash_export(fd: int, size: int, progress: Progress | None = None) -> Digests
 
 
 def copy_and_hash(
-    src_fd: int,
-    dst_fd: int,
-    *,
-    limit: int,
-    progress: Progress | None = None,
-    writeback: bool = True,
+    src_fd: int, dst_fd: int, *, limit: int, progress: Progress | None = None
 ) -> Digests:
-    """Copy `src_fd` to `dst_fd` in 4 MiB chunks, hashing each chunk while the next is copied.
+    """Copy `src_fd` from its start to `dst_fd`, hashing the bytes as they pass.
 
-    A worker thread runs SHA-256 (hashlib releases the GIL on large buffers) while this thread
-    reads, writes, starts the chunk's writeback (unless `writeback` is off: a copy that is only
-    a cache, as a bucket record's) and takes its xxh3-128 (xxhash holds the GIL, so it runs here
-    rather than slow this thread down from the worker). At most three chunks are alive at once.
-    A file of one chunk has nothing to overlap: it is hashed and written here, without a thread
-    or writeback (the caller's fsync follows at once).
+    As `hash_fd` reads (SHA-256 in a second thread, two buffers taking turns), this thread
+    also writes each chunk and starts its writeback (`_fs.WriteBehind`), so the caller's final
+    fsync finds little left to write. A file of one chunk has nothing to overlap: no thread and
+    no writeback.
 
     Raises:
         ArtifactTooLarge: more than `limit` bytes were read (stops at once).
-        OSError: the copy could not be written.
+        OSError: the source could not be read or the copy written.
     """
     sha256 = _Sha256()
     chunks: list[bytes] = []
     behind: _fs.WriteBehind | None = None
     total = 0
     try:
-        while chunk := _read_chunk(src_fd):
-            total += len(chunk)
+        for view in _chunks(src_fd, sha256):
+            total += len(view)
             if total > limit:
                 raise ArtifactTooLarge(
                     f"the artifact is larger than the {limit}-byte limit", limit=limit
                 )
-            sha256.settle(0)  # the previous chunk's: at most three are alive
-            sha256.update(chunk)
-            _fs.write_all(dst_fd, chunk)
-            if writeback and sha256.threaded:
+            _fs.write_all(dst_fd, view)
+            if sha256.threaded:
                 behind = behind or _fs.WriteBehind(dst_fd)
-                behind.written(len(chunk))
-            chunks.append(xxhash.xxh3_128_digest(chunk))
+                behind.written(len(view))
+            chunks.append(xxhash.xxh3_128_digest(view))
             if progress is not None:
-                progress.advance(len(chunk))
+                progress.advance(len(view))
         return Digests(total, sha256.digest(), tuple(chunks))
     finally:
         sha256.close()
+
+
+def _chunks(fd: int, sha256: _Sha256) -> Iterator[memoryview]:
+    """`fd`'s chunks from its start, each already handed to `sha256`; valid until the next.
+
+    Two 4 MiB buffers take turns, reused for the whole pass: a fresh `bytes` a chunk would cost
+    the copying thread a page fault every 4 KiB, more than its writing. A buffer is read into
+    again only once `sha256` is done with it.
+    """
+    buffers = (bytearray(CHUNK_BYTES), bytearray(CHUNK_BYTES))
+    offset = 0
+    for turn in itertools.count():
+        buffer = buffers[turn % 2]
+        sha256.settle(1)  # this buffer's last update (two chunks ago) is done
+        if not (n := _fs.pread_into(fd, buffer, offset)):
+            return
+        view = memoryview(buffer)[:n]
+        sha256.update(view)
+        yield view
+        offset += n
 
 
 class _Sha256:
@@ -187,16 +194,3 @@ class _Sha256:
                 self._done.put(exc)
             else:
                 self._done.put(None)
-
-
-def _read_chunk(fd: int) -> bytes:
-    """Read exactly one chunk, or less only at end of file (chunk digests need alignment)."""
-    chunk = os.read(fd, CHUNK_BYTES)
-    if len(chunk) in (0, CHUNK_BYTES):
-        return chunk
-    parts = [chunk]
-    missing = CHUNK_BYTES - len(chunk)
-    while missing and (more := os.read(fd, missing)):
-        parts.append(more)
-        missing -= len(more)
-    return b"".join(parts)
