@@ -319,6 +319,27 @@ def pread_into(fd: int, buffer: bytearray | memoryview, offset: int) -> int:
     return filled
 
 
+def copy_range(src_fd: int, dst_fd: int, count: int, offset: int) -> int:
+    """Copy `count` bytes at `offset` of `src_fd` to the same offset of `dst_fd`, in the kernel.
+
+    `copy_file_range(2)`: the bytes never pass through this process, and a filesystem that can
+    share blocks may. Returns how many bytes were copied, fewer only where the source ends.
+
+    Raises:
+        OSError: the kernel cannot copy between these files (EXDEV, EINVAL, ENOSYS, ...: the
+            caller copies itself), or the copy failed.
+    """
+    copy = getattr(os, "copy_file_range", None)
+    if copy is None:
+        raise OSError(errno.ENOSYS, "copy_file_range is not available")
+    copied = 0
+    while copied < count and (
+        n := copy(src_fd, dst_fd, count - copied, offset + copied, offset + copied)
+    ):
+        copied += n
+    return copied
+
+
 def read_small(fd: int, max_bytes: int, size_hint: int = 65535) -> bytes:
     """Read a whole small file from `fd`, refusing anything larger than `max_bytes`.
 

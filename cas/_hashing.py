@@ -9,11 +9,13 @@ instead, which also takes each upload part's SHA-256.
 
 from __future__ import annotations
 
+import errno
+import functools
 import hashlib
 import itertools
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import msgspec
 import xxhash
@@ -22,6 +24,11 @@ from cards.errors import ArtifactTooLarge, StoreIOError
 from cas import _fs
 from cas._chunks import CHUNK_BYTES, ChunkManifest
 from cas._progress import Progress
+
+# What `copy_file_range` fails with where the kernel cannot copy between two files.
+_NO_KERNEL_COPY = frozenset(
+    {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM}
+)
 
 
 class Digests(msgspec.Struct, frozen=True):
@@ -47,7 +54,7 @@ def hash_fd(fd: int, progress: Progress | None = None, *, limit: int | None = No
     chunks: list[bytes] = []
     size = 0
     try:
-        for view in _chunks(fd, sha256):
+        for view in _chunks(sha256, functools.partial(_fs.pread_into, fd)):
             chunks.append(xxhash.xxh3_128_digest(view))
             size += len(view)
             if progress is not None:
@@ -77,29 +84,32 @@ def hash_export(fd: int, size: int, progress: Progress | None = None) -> Digests
 def copy_and_hash(
     src_fd: int, dst_fd: int, *, limit: int, progress: Progress | None = None
 ) -> Digests:
-    """Copy `src_fd` from its start to `dst_fd`, hashing the bytes as they pass.
+    """Copy `src_fd` from its start into `dst_fd` (empty), and hash the copy.
 
-    As `hash_fd` reads (SHA-256 in a second thread, two buffers taking turns), this thread
-    also writes each chunk and starts its writeback (`_fs.WriteBehind`), so the caller's final
-    fsync finds little left to write. A file of one chunk has nothing to overlap: no thread and
-    no writeback.
+    The kernel copies each chunk (`_fs.copy_range`, as cp does); the chunk is then read back
+    from the copy, still in the page cache, and hashed as `hash_fd` hashes (SHA-256 in a second
+    thread). So the digests are those of the bytes stored, whatever the source does meanwhile
+    (the caller checks that it did nothing). Where the kernel cannot copy between the two files
+    (another filesystem, an older kernel), this thread reads and writes each chunk instead.
+    Writeback of each chunk starts at once (`_fs.WriteBehind`), so the caller's final fsync
+    finds little left to write; a file of one chunk starts neither a thread nor writeback.
 
     Raises:
-        ArtifactTooLarge: more than `limit` bytes were read (stops at once).
+        ArtifactTooLarge: more than `limit` bytes were read (at most one chunk past it).
         OSError: the source could not be read or the copy written.
     """
     sha256 = _Sha256()
+    copier = _Copier(src_fd, dst_fd)
     chunks: list[bytes] = []
     behind: _fs.WriteBehind | None = None
     total = 0
     try:
-        for view in _chunks(src_fd, sha256):
+        for view in _chunks(sha256, copier.fill):
             total += len(view)
             if total > limit:
                 raise ArtifactTooLarge(
                     f"the artifact is larger than the {limit}-byte limit", limit=limit
                 )
-            _fs.write_all(dst_fd, view)
             if sha256.threaded:
                 behind = behind or _fs.WriteBehind(dst_fd)
                 behind.written(len(view))
@@ -111,11 +121,34 @@ def copy_and_hash(
         sha256.close()
 
 
-def _chunks(fd: int, sha256: _Sha256) -> Iterator[memoryview]:
-    """`fd`'s chunks from its start, each already handed to `sha256`; valid until the next.
+class _Copier:
+    """Copies the source a chunk at a time and fills a buffer with that chunk of the copy."""
 
-    Two 4 MiB buffers take turns, reused for the whole pass: a fresh `bytes` a chunk would cost
-    the copying thread a page fault every 4 KiB, more than its writing. A buffer is read into
+    def __init__(self, src_fd: int, dst_fd: int) -> None:
+        self._src_fd, self._dst_fd = src_fd, dst_fd
+        self.in_kernel = True
+
+    def fill(self, buffer: bytearray, offset: int) -> int:
+        """Copy the chunk at `offset` and read it back into `buffer`; its length (0: the end)."""
+        if self.in_kernel:
+            try:
+                copied = _fs.copy_range(self._src_fd, self._dst_fd, len(buffer), offset)
+            except OSError as exc:
+                if offset or exc.errno not in _NO_KERNEL_COPY:
+                    raise
+                self.in_kernel = False  # decided at the first chunk, for the whole copy
+            else:
+                return _fs.pread_into(self._dst_fd, memoryview(buffer)[:copied], offset)
+        n = _fs.pread_into(self._src_fd, buffer, offset)
+        _fs.write_all(self._dst_fd, memoryview(buffer)[:n])
+        return n
+
+
+def _chunks(sha256: _Sha256, fill: Callable[[bytearray, int], int]) -> Iterator[memoryview]:
+    """The chunks `fill(buffer, offset)` gives from offset 0, each already handed to `sha256`.
+
+    A chunk is valid until the next is asked for. Two 4 MiB buffers take turns for the whole
+    pass (a fresh `bytes` a chunk would cost a page fault every 4 KiB), and a buffer is filled
     again only once `sha256` is done with it.
     """
     buffers = (bytearray(CHUNK_BYTES), bytearray(CHUNK_BYTES))
@@ -123,7 +156,7 @@ def _chunks(fd: int, sha256: _Sha256) -> Iterator[memoryview]:
     for turn in itertools.count():
         buffer = buffers[turn % 2]
         sha256.settle(1)  # this buffer's last update (two chunks ago) is done
-        if not (n := _fs.pread_into(fd, buffer, offset)):
+        if not (n := fill(buffer, offset)):
             return
         view = memoryview(buffer)[:n]
         sha256.update(view)

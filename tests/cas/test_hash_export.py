@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import threading
@@ -10,6 +11,7 @@ import pytest
 import xxhash
 
 from cards.errors import ArtifactTooLarge, StoreIOError
+from cas import _fs as fs_module
 from cas import _hashing as hashing_module
 from cas._chunks import CHUNK_BYTES
 from cas._hashing import Digests, copy_and_hash, hash_export, hash_fd
@@ -38,12 +40,21 @@ def test_an_export_that_cannot_be_read_is_a_typed_error(tmp_path):
         os.close(write_end)
 
 
+def _no_kernel_copy(*args: object) -> int:
+    raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["copy_file_range", "read-write"])
 @pytest.mark.parametrize(
     "size", [0, 1, CHUNK_BYTES - 1, CHUNK_BYTES, CHUNK_BYTES + 1, 2 * CHUNK_BYTES + 3]
 )
-def test_a_copy_holds_every_byte_and_the_digests_of_a_pass_over_them(tmp_path, size):
+def test_a_copy_holds_every_byte_and_the_digests_of_a_pass_over_them(
+    tmp_path, monkeypatch, size, kernel
+):
     # One chunk is hashed in the copying thread, several through the hashing thread; the
     # buffers are reused, so a buffer read into too early would change earlier digests.
+    if not kernel:
+        monkeypatch.setattr(os, "copy_file_range", _no_kernel_copy)
     data = os.urandom(size)
     (tmp_path / "src").write_bytes(data)
     src = os.open(tmp_path / "src", os.O_RDONLY)
@@ -56,6 +67,51 @@ def test_a_copy_holds_every_byte_and_the_digests_of_a_pass_over_them(tmp_path, s
         os.close(src)
         os.close(dst)
     assert (tmp_path / "dst").read_bytes() == data
+
+
+def test_the_digests_are_those_of_the_copy_even_if_the_source_changes_meanwhile(
+    tmp_path, monkeypatch
+):
+    (tmp_path / "src").write_bytes(os.urandom(3 * CHUNK_BYTES))
+    src = os.open(tmp_path / "src", os.O_RDWR)
+    dst = os.open(tmp_path / "dst", os.O_RDWR | os.O_CREAT)
+    real = fs_module.copy_range
+
+    def copy_then_rewrite(src_fd: int, dst_fd: int, count: int, offset: int) -> int:
+        copied = real(src_fd, dst_fd, count, offset)
+        os.pwrite(src_fd, os.urandom(copied), offset)  # a racing kernel, between copy and hash
+        return copied
+
+    monkeypatch.setattr(fs_module, "copy_range", copy_then_rewrite)
+    try:
+        digests = copy_and_hash(src, dst, limit=1 << 30)
+    finally:
+        os.close(src)
+        os.close(dst)
+    assert digests == _digests_of((tmp_path / "dst").read_bytes())
+    assert digests != _digests_of((tmp_path / "src").read_bytes())
+
+
+def test_a_kernel_copy_that_fails_after_the_first_chunk_is_an_error(tmp_path, monkeypatch):
+    (tmp_path / "src").write_bytes(os.urandom(2 * CHUNK_BYTES))
+    calls = []
+
+    def refuses_later(src: int, dst: int, count: int, *offsets: int) -> int:
+        calls.append(offsets)
+        if len(calls) > 1:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real(src, dst, count, *offsets)
+
+    real = os.copy_file_range
+    monkeypatch.setattr(os, "copy_file_range", refuses_later)
+    src = os.open(tmp_path / "src", os.O_RDONLY)
+    dst = os.open(tmp_path / "dst", os.O_RDWR | os.O_CREAT)
+    try:
+        with pytest.raises(OSError, match="cross-device"):  # never half one way, half the other
+            copy_and_hash(src, dst, limit=1 << 30)
+    finally:
+        os.close(src)
+        os.close(dst)
 
 
 def _digests_of(data: bytes) -> Digests:
