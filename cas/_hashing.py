@@ -1,9 +1,9 @@
-"""Local hashing: SHA-256 of a whole object and xxh3-128 of each 4 MiB chunk, in one pass.
+"""Hashing: SHA-256 of a whole object and xxh3-128 of each 4 MiB chunk, in one pass.
 
 `hash_fd` reads an object already in place (resolve, fsck), `hash_export` a kernel's export in
 place (a record that may deduplicate; a bucket record without part checksums);
-`copy_and_hash` streams a source into a staging file, hashing while it copies (record). A
-bucket record that declares part checksums hashes in `_bucket._hasher.hash_for_upload`
+`copy_and_hash` has the kernel copy a source into a staging file and hashes the copy (record).
+A bucket record that declares part checksums hashes in `_bucket._hasher.hash_for_upload`
 instead, which also takes each upload part's SHA-256.
 """
 
@@ -84,7 +84,7 @@ def hash_export(fd: int, size: int, progress: Progress | None = None) -> Digests
 def copy_and_hash(
     src_fd: int, dst_fd: int, *, limit: int, progress: Progress | None = None
 ) -> Digests:
-    """Copy `src_fd` from its start into `dst_fd` (empty), and hash the copy.
+    """Copy `src_fd` from its start into `dst_fd` (empty, at position 0), and hash the copy.
 
     The kernel copies each chunk (`_fs.copy_range`, as cp does); the chunk is then read back
     from the copy, still in the page cache, and hashed as `hash_fd` hashes (SHA-256 in a second
