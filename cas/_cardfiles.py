@@ -8,9 +8,10 @@ schema version, and names this project and the experiment id of its file name.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -74,6 +75,12 @@ class CardChanges(msgspec.Struct, frozen=True):
     mark: LogMark | None
     logged: bool
 
+    @classmethod
+    def scanned(cls, reads: Iterable[CardRead], mark: LogMark | None) -> CardChanges:
+        """What a list and stat of every card file found (`CardFiles.scan`): every name read."""
+        done = tuple(reads)
+        return cls(done, frozenset(read.name for read in done), mark, logged=False)
+
 
 class CardScan(msgspec.Struct, frozen=True):
     """Every valid card of a project, and the ones skipped."""
@@ -127,14 +134,10 @@ class CardFiles:
 
         None for a card that is absent or unusable (the caller's index is behind).
         """
-        try:
-            cards_fd = _fs.open_dir_beneath(self._fd, self._layout.cards_dir)
-        except (SourceMissing, PathEscape):
-            return [None] * len(exp_ids)
-        try:
+        with self._cards_dir() as cards_fd:
+            if cards_fd is None:
+                return [None] * len(exp_ids)
             reads = [self._read_entry(cards_fd, exp_id + CARD_SUFFIX, None) for exp_id in exp_ids]
-        finally:
-            os.close(cards_fd)
         return [None if isinstance(read.card, ArtifactError) else read.card for read in reads]
 
     def find(self, exp_id: ExperimentId) -> ExperimentCardV1 | None:
@@ -158,17 +161,13 @@ class CardFiles:
         Files whose stamp (inode, size, mtime) equals `unchanged[name]` are yielded without
         being read again (`card` is None); a bad file yields its error instead of a card.
         """
-        try:
-            cards_fd = _fs.open_dir_beneath(self._fd, self._layout.cards_dir)
-        except (SourceMissing, PathEscape):
-            return
         known = unchanged or {}
-        try:
+        with self._cards_dir() as cards_fd:
+            if cards_fd is None:
+                return
             for name in sorted(os.listdir(cards_fd)):
                 if name.endswith(CARD_SUFFIX):
                     yield self._read_entry(cards_fd, name, known.get(name))
-        finally:
-            os.close(cards_fd)
 
     def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
         """The card files changed since the log mark `since`, without a stat per card.
@@ -181,12 +180,10 @@ class CardFiles:
         """
         tail = _card_log.read_since(self._fd, since)
         if tail.names is None:
-            return self._rescan(known, tail.mark)
-        try:
-            cards_fd = _fs.open_dir_beneath(self._fd, self._layout.cards_dir)
-        except (SourceMissing, PathEscape):
-            return CardChanges((), frozenset(), tail.mark, logged=True)
-        try:
+            return CardChanges.scanned(self.scan(known), tail.mark)
+        with self._cards_dir() as cards_fd:
+            if cards_fd is None:
+                return CardChanges((), frozenset(), tail.mark, logged=True)
             listed, moved = _listed(cards_fd, known)
             logged = set(tail.names)
             unlogged = set(moved) - logged
@@ -194,22 +191,29 @@ class CardFiles:
                 # Listed inodes that never match stamps (some overlay filesystems): a stat of
                 # every file is cheaper than parsing them all; the logged ones are parsed.
                 unlogged_known = {n: s for n, s in known.items() if n not in logged}
-                return self._rescan(unlogged_known, tail.mark)
+                return CardChanges.scanned(self.scan(unlogged_known), tail.mark)
             present = frozenset(listed)
             reads = [
                 self._read_entry(cards_fd, name, None if name in logged else known.get(name))
                 for name in sorted(logged.union(unlogged))
                 if name in present or _exists(cards_fd, name)
             ]
-        finally:
-            os.close(cards_fd)
         extra = [read.name for read in reads if read.name not in present]  # made since listed
         names = present.union(extra) if extra else present
         return CardChanges(tuple(reads), names, tail.mark, logged=True)
 
-    def _rescan(self, known: Mapping[str, CardStamp], mark: LogMark | None) -> CardChanges:
-        reads = tuple(self.scan(known))
-        return CardChanges(reads, frozenset(read.name for read in reads), mark, logged=False)
+    @contextlib.contextmanager
+    def _cards_dir(self) -> Iterator[int | None]:
+        """The cards directory, open beneath the project for the block; None if there is none."""
+        try:
+            cards_fd = _fs.open_dir_beneath(self._fd, self._layout.cards_dir)
+        except (SourceMissing, PathEscape):
+            yield None
+            return
+        try:
+            yield cards_fd
+        finally:
+            os.close(cards_fd)
 
     def count(self) -> int:
         """How many card files there are (valid or not: each holds a quota slot)."""

@@ -225,8 +225,7 @@ class LocalCatalog:
             return self.store.read_changed_cards(since, self._files)
         from cas._cardfiles import CardChanges
 
-        reads = tuple(self.store.read_cards(self._files))
-        return CardChanges(reads, frozenset(read.name for read in reads), None, logged=False)
+        return CardChanges.scanned(self.store.read_cards(self._files), None)
 
     def put(self, card: ExperimentCardV1) -> None:
         """Index a card this process just committed (its file is re-read at the next refresh)."""

@@ -256,7 +256,7 @@ class ProjectStore:
         """
         with self._open(create=False) as project:
             if project is None:
-                return CardChanges((), frozenset(), None, logged=False)
+                return CardChanges.scanned((), None)
             return project.cards.changes(since, known)
 
     def update_index_status(
