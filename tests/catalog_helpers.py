@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+from conftest import fingerprint
 
 _SEARCHER = """
 import sys
@@ -28,3 +31,25 @@ def searchers(
         )
         for _ in range(count)
     ]
+
+
+def record_numbered(ws, store, n: int, **meta: object):
+    """Record export `r{n}.bin` (bytes and query fingerprint of its own) with `meta`; its card."""
+    ws.export(f"r{n}.bin", f"result {n}".encode())
+    meta.setdefault("query_fingerprint", fingerprint(f"q{n}"))
+    return ws.record(store, f"r{n}.bin", **meta).card
+
+
+def cards_dir(ws, store) -> Path:
+    return ws.project_dir(store) / "cards"
+
+
+def settle(ws, store) -> None:
+    """Date the cards directory back, so its version is no longer racily fresh."""
+    cards = cards_dir(ws, store)
+    old = cards.stat().st_mtime_ns - 60 * 10**9
+    os.utime(cards, ns=(old, old))
+
+
+def hit_ids(hits) -> list[str]:
+    return [hit.card.experiment_id for hit in hits]

@@ -10,7 +10,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import SESSION, Workspace, fingerprint
+from catalog_helpers import cards_dir, hit_ids, record_numbered, settle
+from conftest import SESSION, Workspace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,29 +41,12 @@ for n in range(int(count)):
 
 
 def _record(ws, store, n: int, **meta: object):
-    ws.export(f"r{n}.bin", f"result {n}".encode())
-    meta.setdefault("query_fingerprint", fingerprint(f"q{n}"))
     meta.setdefault("title", "Alpha cohort")
-    return ws.record(store, f"r{n}.bin", **meta).card
-
-
-def _cards(ws, store) -> Path:
-    return ws.project_dir(store) / "cards"
+    return record_numbered(ws, store, n, **meta)
 
 
 def _log(ws, store) -> Path:
     return ws.project_dir(store) / CARDS_LOG
-
-
-def _settle(ws, store) -> None:
-    """Date the cards directory back, so its version is no longer racily fresh."""
-    cards = _cards(ws, store)
-    old = cards.stat().st_mtime_ns - 60 * 10**9
-    os.utime(cards, ns=(old, old))
-
-
-def _ids(hits) -> list[str]:
-    return [hit.card.experiment_id for hit in hits]
 
 
 def _assert_equals_a_full_scan(catalog: LocalCatalog, store) -> None:
@@ -82,7 +66,7 @@ def _opened(ws, store, tmp_path) -> LocalCatalog:
     """A saved catalog of two cards, holding a mark in the store's card log."""
     _record(ws, store, 1, title="Quokka census")
     _record(ws, store, 2, title="Beta cohort")
-    _settle(ws, store)
+    settle(ws, store)
     catalog = LocalCatalog.open(store, str(tmp_path / "state"))
     assert catalog.last_refresh == "scan"  # the first look has no mark: every file
     return catalog
@@ -101,14 +85,14 @@ def test_a_record_by_another_process_is_found_through_the_log(ws, tmp_path):
     assert catalog.save_if_changed()
     reloaded = LocalCatalog.open(store, str(tmp_path / "state"))  # its mark was saved
     assert reloaded.last_refresh in {"", "log"}  # "log" while the version is racily fresh
-    assert _ids(reloaded.search("wombat", 5)) == _ids([hit])
+    assert hit_ids(reloaded.search("wombat", 5)) == hit_ids([hit])
 
 
 def test_a_reused_inode_with_the_old_stamp_is_still_caught_through_the_log(ws, tmp_path):
     store = ws.store()
     catalog = _opened(ws, store, tmp_path)
     [card] = [hit.card for hit in catalog.search("quokka", 5)]
-    path = _cards(ws, store) / f"{card.experiment_id}.json"
+    path = cards_dir(ws, store) / f"{card.experiment_id}.json"
     before = path.stat()
     keep = ws.project_dir(store) / "keep"
     os.link(path, keep)  # the old inode lives on under another name
@@ -131,7 +115,7 @@ def test_a_reused_inode_with_the_old_stamp_is_still_caught_through_the_log(ws, t
     [read] = [read for read in store.read_cards({path.name: stamp}) if read.name == path.name]
     assert read.card is None
     assert catalog.refresh() and catalog.last_refresh == "log"
-    assert _ids(catalog.search("wombat", 5)) == [card.experiment_id]
+    assert hit_ids(catalog.search("wombat", 5)) == [card.experiment_id]
     assert catalog.search("quokka", 5) == []
 
 
@@ -146,11 +130,11 @@ def test_a_crash_between_the_intent_and_the_rename_leaves_a_correct_catalog(ws, 
             log_change(project.fd, "exp_" + "b" * 52 + ".json", tmp_fd)  # never created
     _record(ws, store, 3, title="Platypus count")
     assert catalog.refresh() and catalog.last_refresh == "log"
-    assert _ids(catalog.search("quokka", 5)) == [card.experiment_id]
+    assert hit_ids(catalog.search("quokka", 5)) == [card.experiment_id]
     _assert_equals_a_full_scan(catalog, store)
     _record(ws, store, 1, title="Wombat census")  # the same card, rewritten for real
     assert catalog.refresh() and catalog.last_refresh == "log"
-    assert _ids(catalog.search("wombat", 5)) == [card.experiment_id]
+    assert hit_ids(catalog.search("wombat", 5)) == [card.experiment_id]
     _assert_equals_a_full_scan(catalog, store)
 
 
@@ -211,7 +195,7 @@ def test_a_damaged_log_falls_back_to_a_full_scan_with_the_same_result(ws, tmp_pa
     _record(ws, store, 3, title="Wombat census")
     damage(_log(ws, store))
     assert catalog.refresh() and catalog.last_refresh == "scan"
-    assert len(_ids(catalog.search("wombat", 5))) == 1
+    assert len(hit_ids(catalog.search("wombat", 5))) == 1
     _assert_equals_a_full_scan(catalog, store)
     _record(ws, store, 4, title="Platypus count")  # a healthy log again from here
     assert catalog.refresh() and catalog.last_refresh in {"log", "scan"}
@@ -269,10 +253,10 @@ def test_a_card_is_not_written_when_its_change_cannot_be_logged(ws, tmp_path):
     log.unlink()
     log.mkdir()
     (log / "x").write_bytes(b"")  # neither appendable, replaceable nor removable
-    before = (_cards(ws, store) / f"{card.experiment_id}.json").read_bytes()
+    before = (cards_dir(ws, store) / f"{card.experiment_id}.json").read_bytes()
     with pytest.raises(StoreIOError):
         store.set_index_status(card.experiment_id, IndexStatus(state=IndexState.PENDING))
-    assert (_cards(ws, store) / f"{card.experiment_id}.json").read_bytes() == before
+    assert (cards_dir(ws, store) / f"{card.experiment_id}.json").read_bytes() == before
 
 
 def test_writers_in_three_processes_and_a_refreshing_reader_end_equal_to_a_full_scan(ws, tmp_path):
@@ -337,7 +321,7 @@ def test_a_log_driven_refresh_always_equals_a_forced_full_refresh(ops):
                 for card in store.scan_cards().cards[:1]:
                     store.set_index_status(card.experiment_id, IndexStatus(state=IndexState.QUEUED))
             elif op == "delete":
-                for path in sorted(_cards(ws, store).glob("*.json"))[n : n + 1]:
+                for path in sorted(cards_dir(ws, store).glob("*.json"))[n : n + 1]:
                     path.unlink()
             elif op == "corrupt" and _log(ws, store).exists():
                 [_torn, _flipped, _hostile, _truncated, _replaced, _missing][n](_log(ws, store))

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from catalog_helpers import searchers
-from conftest import fingerprint
+from catalog_helpers import record_numbered, searchers, settle
 
 from cas import Catalog, LocalCatalog
 from cas._catalog_journal import JOURNAL_SUFFIX, read
@@ -15,19 +13,10 @@ QUERIES = ["cohort", "alpha", "beta gamma", "run 3", "t1", "unknown", "alpha coh
 
 
 def _record(ws, store, n: int, **meta: object):
-    ws.export(f"r{n}.bin", f"result {n}".encode())
-    meta.setdefault("query_fingerprint", fingerprint(f"q{n}"))
     meta.setdefault("title", ["Alpha cohort", "Beta response", "Gamma treatment"][n % 3])
     meta.setdefault("summary", f"run {n} alpha")
     meta.setdefault("tags", [f"t{n % 3}"])
-    return ws.record(store, f"r{n}.bin", **meta).card
-
-
-def _settle(ws, store) -> None:
-    """Date the cards directory back, so its version is no longer racily fresh."""
-    cards = ws.project_dir(store) / "cards"
-    old = cards.stat().st_mtime_ns - 60 * 10**9
-    os.utime(cards, ns=(old, old))
+    return record_numbered(ws, store, n, **meta)
 
 
 def _paths(store, state: str) -> tuple[Path, Path]:
@@ -46,7 +35,7 @@ def test_a_start_after_changes_appends_to_the_journal_and_leaves_the_file(ws, tm
     store = ws.store()
     for n in range(4):
         _record(ws, store, n)
-    _settle(ws, store)
+    settle(ws, store)
     state = str(tmp_path / "state")
     LocalCatalog.open(store, state)
     path, journal = _paths(store, state)
@@ -54,7 +43,7 @@ def test_a_start_after_changes_appends_to_the_journal_and_leaves_the_file(ws, tm
     assert not journal.exists()
     _record(ws, store, 4, title="Quokka census")
     (ws.project_dir(store) / "cards" / f"{_record(ws, store, 5).experiment_id}.json").unlink()
-    _settle(ws, store)
+    settle(ws, store)
     LocalCatalog.open(store, state)
     after = path.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)

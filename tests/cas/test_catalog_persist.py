@@ -6,35 +6,12 @@ import os
 from pathlib import Path
 
 import xxhash
-from catalog_helpers import searchers
-from conftest import fingerprint
+from catalog_helpers import cards_dir, hit_ids, record_numbered, searchers, settle
 
 from cards import DEFAULT_LIMITS
 from cas import Catalog, LocalCatalog
 from cas._catalog_journal import JOURNAL_SUFFIX
 from cas._catalog_persist import _MAGIC, CATALOG_DIR, CHECKSUM_AT, COMPACT_CHANGES
-
-
-def _record(ws, store, n: int, **meta: object):
-    ws.export(f"r{n}.bin", f"result {n}".encode())
-    meta.setdefault("query_fingerprint", fingerprint(f"q{n}"))
-    return ws.record(store, f"r{n}.bin", **meta).card
-
-
-def _cards_dir(ws, store) -> Path:
-    return ws.project_dir(store) / "cards"
-
-
-def _settle(ws, store) -> None:
-    """Date the cards directory back, so its version is no longer racily fresh."""
-    cards = _cards_dir(ws, store)
-    old = cards.stat().st_mtime_ns - 60 * 10**9
-    os.utime(cards, ns=(old, old))
-
-
-def _ids(hits) -> list[str]:
-    return [hit.card.experiment_id for hit in hits]
-
 
 WORDS = ["cohort", "response", "treatment", "alpha beta", "gamma", "cohort alpha", "unknown"]
 
@@ -42,7 +19,9 @@ WORDS = ["cohort", "response", "treatment", "alpha beta", "gamma", "cohort alpha
 def _populate(ws, store, count: int = 8) -> list:
     titles = ["Alpha cohort", "Beta response", "Gamma treatment", "Alpha beta gamma"]
     return [
-        _record(ws, store, n, title=titles[n % 4], tags=[f"t{n % 3}"], summary=f"run {n} alpha")
+        record_numbered(
+            ws, store, n, title=titles[n % 4], tags=[f"t{n % 3}"], summary=f"run {n} alpha"
+        )
         for n in range(count)
     ]
 
@@ -63,49 +42,49 @@ def test_a_saved_catalog_ranks_exactly_like_a_fresh_build(ws, tmp_path):
 
 def test_an_unchanged_cards_version_means_no_scan_and_a_changed_one_catches_up(ws, tmp_path):
     store = ws.store()
-    card = _record(ws, store, 1, title="Quokka census")
-    _settle(ws, store)
+    card = record_numbered(ws, store, 1, title="Quokka census")
+    settle(ws, store)
     state = str(tmp_path / "state")
     LocalCatalog.open(store, state)
-    path = _cards_dir(ws, store) / f"{card.experiment_id}.json"
+    path = cards_dir(ws, store) / f"{card.experiment_id}.json"
     before = path.stat()
     # Rewritten in place (no rename): the directory's version stays, so nothing is re-read.
     path.write_bytes(path.read_bytes().replace(b"Quokka census", b"Wombat census"))
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1))
     catalog = LocalCatalog.open(store, state)
     assert catalog.refresh() is False
-    assert _ids(catalog.search("quokka", 5)) == [card.experiment_id]
+    assert hit_ids(catalog.search("quokka", 5)) == [card.experiment_id]
     assert catalog.search("wombat", 5) == []
     # A new card moves the version: the card log names it; a file changed in place without
     # logging keeps its inode, so only a forced refresh (a stat of every file) finds it.
-    other = _record(ws, store, 2, title="Platypus count")
+    other = record_numbered(ws, store, 2, title="Platypus count")
     caught_up = LocalCatalog.open(store, state)
     assert caught_up.last_refresh == "log"
-    assert _ids(caught_up.search("platypus", 5)) == [other.experiment_id]
+    assert hit_ids(caught_up.search("platypus", 5)) == [other.experiment_id]
     assert caught_up.refresh(force=True) and caught_up.last_refresh == "scan"
-    assert _ids(caught_up.search("wombat", 5)) == [card.experiment_id]
+    assert hit_ids(caught_up.search("wombat", 5)) == [card.experiment_id]
     assert caught_up.search("quokka", 5) == []
 
 
 def test_a_hit_whose_card_file_vanished_is_never_returned(ws, tmp_path):
     store = ws.store()
-    gone, kept = _record(ws, store, 1), _record(ws, store, 2)
-    _settle(ws, store)
+    gone, kept = record_numbered(ws, store, 1), record_numbered(ws, store, 2)
+    settle(ws, store)
     state = str(tmp_path / "state")
     LocalCatalog.open(store, state)
-    cards = _cards_dir(ws, store)
+    cards = cards_dir(ws, store)
     version = cards.stat()
     (cards / f"{gone.experiment_id}.json").unlink()
     os.utime(cards, ns=(version.st_atime_ns, version.st_mtime_ns))  # the version looks unchanged
     catalog = LocalCatalog.open(store, state)
-    assert _ids(catalog.search("cohort", 5)) == [kept.experiment_id]
+    assert hit_ids(catalog.search("cohort", 5)) == [kept.experiment_id]
     assert catalog.get(gone.experiment_id) is None
     assert len(catalog) == 1  # it caught up
 
 
 def test_a_torn_corrupt_or_foreign_catalog_file_is_rebuilt_not_trusted(ws, tmp_path):
     store, other = ws.store(), ws.store("other-project")
-    card = _record(ws, store, 1)
+    card = record_numbered(ws, store, 1)
     state = tmp_path / "state"
     LocalCatalog.open(store, str(state))
     path = Path(LocalCatalog(store, str(state)).path or "")
@@ -113,21 +92,21 @@ def test_a_torn_corrupt_or_foreign_catalog_file_is_rebuilt_not_trusted(ws, tmp_p
     flipped = bytearray(good)
     flipped[len(good) // 2] ^= 0xFF
     foreign = tmp_path / "foreign"
-    _record(ws, other, 9)
+    record_numbered(ws, other, 9)
     LocalCatalog.open(other, str(foreign))  # another project's catalog, put under our name
     foreign_bytes = Path(LocalCatalog(other, str(foreign)).path or "").read_bytes()
     for damaged in (good[: len(good) // 2], bytes(flipped), b"", b"junk" * 10, foreign_bytes):
         path.write_bytes(damaged)
         assert len(LocalCatalog(store, str(state))) == 0  # not trusted
         catalog = LocalCatalog.open(store, str(state))
-        assert _ids(catalog.search(card.experiment_id, 5)) == [card.experiment_id]
+        assert hit_ids(catalog.search(card.experiment_id, 5)) == [card.experiment_id]
         assert len(LocalCatalog(store, str(state))) == 1  # and saved whole again
 
 
 def test_status_counts_come_from_the_catalog_with_bad_files_skipped(ws, tmp_path):
     store = ws.store()
     _populate(ws, store, 3)
-    cards = _cards_dir(ws, store)
+    cards = cards_dir(ws, store)
     (cards / "not-a-card.json").write_text("{}")
     (cards / f"exp_{'a' * 52}.json").write_text("{broken")
     catalog = LocalCatalog.open(store, str(tmp_path / "state"))
@@ -138,52 +117,52 @@ def test_status_counts_come_from_the_catalog_with_bad_files_skipped(ws, tmp_path
 
 def test_the_catalog_is_bounded_and_a_removal_lets_the_next_newest_in(ws, tmp_path):
     store = ws.store()
-    first, second, third = (_record(ws, store, n) for n in range(3))
+    first, second, third = (record_numbered(ws, store, n) for n in range(3))
     small = ws.store(limits=DEFAULT_LIMITS.lowered(cards_per_project=2))  # lowered afterwards
     state = str(tmp_path / "state")
     catalog = LocalCatalog.open(small, state)
     assert (len(catalog), catalog.cards, catalog.overflow) == (2, 3, 1)
-    assert sorted(_ids(catalog.search("cohort", 5))) == sorted(
+    assert sorted(hit_ids(catalog.search("cohort", 5))) == sorted(
         [second.experiment_id, third.experiment_id]
     )
-    (_cards_dir(ws, store) / f"{third.experiment_id}.json").unlink()
+    (cards_dir(ws, store) / f"{third.experiment_id}.json").unlink()
     after = LocalCatalog.open(small, state)
     assert (len(after), after.cards, after.overflow) == (2, 2, 0)
-    assert sorted(_ids(after.search("cohort", 5))) == sorted(
+    assert sorted(hit_ids(after.search("cohort", 5))) == sorted(
         [first.experiment_id, second.experiment_id]
     )
 
 
 def test_a_read_only_catalog_writes_nothing(ws, tmp_path):
     store = ws.store()
-    card = _record(ws, store, 1)
+    card = record_numbered(ws, store, 1)
     state = tmp_path / "state"
     catalog = LocalCatalog.open(store, str(state), save=False)
-    assert _ids(catalog.search("cohort", 5)) == [card.experiment_id]
+    assert hit_ids(catalog.search("cohort", 5)) == [card.experiment_id]
     assert not state.exists()
 
 
 def test_a_put_card_is_found_before_any_refresh(ws, tmp_path):
     store = ws.store()
     catalog = LocalCatalog.open(store, str(tmp_path / "state"))
-    card = _record(ws, store, 1, title="Echidna survey")
+    card = record_numbered(ws, store, 1, title="Echidna survey")
     catalog.put(card)
-    assert _ids(catalog.search("echidna", 5)) == [card.experiment_id]
-    assert catalog.refresh() and _ids(catalog.search("echidna", 5)) == [card.experiment_id]
+    assert hit_ids(catalog.search("echidna", 5)) == [card.experiment_id]
+    assert catalog.refresh() and hit_ids(catalog.search("echidna", 5)) == [card.experiment_id]
 
 
 def test_processes_that_read_and_write_one_catalog_together_leave_it_whole(ws, tmp_path):
     store = ws.store()
     state = str(tmp_path / "state")
     workers = searchers(ws.artifact_root, state, 15)
-    cards = [_record(ws, store, n) for n in range(12)]  # while they search and save
+    cards = [record_numbered(ws, store, n) for n in range(12)]  # while they search and save
     assert [worker.wait(timeout=120) for worker in workers] == [0, 0, 0]
     saved = LocalCatalog(store, state)
     raw = Path(saved.path or "").read_bytes()  # one whole catalog, as some process wrote it
     header = CHECKSUM_AT + 8
     assert raw.startswith(_MAGIC) and xxhash.xxh3_64_digest(raw[header:]) == raw[CHECKSUM_AT:header]
     catalog = LocalCatalog.open(store, state)
-    assert sorted(_ids(catalog.search("cohort", 20))) == sorted(c.experiment_id for c in cards)
+    assert sorted(hit_ids(catalog.search("cohort", 20))) == sorted(c.experiment_id for c in cards)
     name = os.path.basename(saved.path or "")
     assert set(os.listdir(Path(state) / CATALOG_DIR)) <= {name, name + JOURNAL_SUFFIX}
 
@@ -196,7 +175,7 @@ def test_a_journal_of_many_changes_is_folded_into_the_file(ws, tmp_path):
     path = Path(LocalCatalog(store, state).path or "")
     journal = Path(str(path) + JOURNAL_SUFFIX)
     for n, share in ((2, 1.0), (3, 1 / COMPACT_CHANGES)):
-        _record(ws, store, n)
+        record_numbered(ws, store, n)
         before = path.stat().st_ino
         catalog = LocalCatalog(store, state)
         assert catalog.refresh() and catalog.save_if_changed(compact_share=share)
