@@ -46,15 +46,15 @@ class Digests(msgspec.Struct, frozen=True):
 def hash_fd(fd: int, progress: Progress | None = None, *, limit: int | None = None) -> Digests:
     """Hash what is readable from `fd`, from its start (positional reads, so `fd` is shared).
 
-    SHA-256 runs in a second thread (`_chunks`, `_Sha256`) while this one reads the next chunk
-    and takes each chunk's xxh3-128. With `limit`, stop once more than `limit` bytes were read
-    (at most one chunk past it).
+    SHA-256 runs in a second thread (`filled_chunks`, `Sha256Thread`) while this one reads the
+    next chunk and takes each chunk's xxh3-128. With `limit`, stop once more than `limit` bytes
+    were read (at most one chunk past it).
     """
-    sha256 = _Sha256()
+    sha256 = Sha256Thread()
     chunks: list[bytes] = []
     size = 0
     try:
-        for view in _chunks(sha256, functools.partial(_fs.pread_into, fd)):
+        for view in filled_chunks(sha256, functools.partial(_fs.pread_into, fd)):
             chunks.append(xxhash.xxh3_128_digest(view))
             size += len(view)
             if progress is not None:
@@ -98,13 +98,13 @@ def copy_and_hash(
         ArtifactTooLarge: more than `limit` bytes were read (at most one chunk past it).
         OSError: the source could not be read or the copy written.
     """
-    sha256 = _Sha256()
+    sha256 = Sha256Thread()
     copier = _Copier(src_fd, dst_fd)
     chunks: list[bytes] = []
     behind: _fs.WriteBehind | None = None
     total = 0
     try:
-        for view in _chunks(sha256, copier.fill):
+        for view in filled_chunks(sha256, copier.fill):
             total += len(view)
             if total > limit:
                 raise ArtifactTooLarge(
@@ -144,14 +144,16 @@ class _Copier:
         return n
 
 
-def _chunks(sha256: _Sha256, fill: Callable[[bytearray, int], int]) -> Iterator[memoryview]:
-    """The chunks `fill(buffer, offset)` gives from offset 0, each already handed to `sha256`.
+def filled_chunks(
+    sha256: Sha256Thread, fill: Callable[[bytearray, int], int], size: int = CHUNK_BYTES
+) -> Iterator[memoryview]:
+    """Pieces of `size` bytes from `fill(buffer, offset)`, from 0, each handed to `sha256`.
 
-    A chunk is valid until the next is asked for. Two 4 MiB buffers take turns for the whole
-    pass (a fresh `bytes` a chunk would cost a page fault every 4 KiB), and a buffer is filled
-    again only once `sha256` is done with it.
+    A piece is valid until the next is asked for. Two buffers take turns for the whole pass (a
+    fresh `bytes` a piece would cost a page fault every 4 KiB), and a buffer is filled again
+    only once `sha256` is done with it.
     """
-    buffers = (bytearray(CHUNK_BYTES), bytearray(CHUNK_BYTES))
+    buffers = (bytearray(size), bytearray(size))
     offset = 0
     for turn in itertools.count():
         buffer = buffers[turn % 2]
@@ -164,7 +166,7 @@ def _chunks(sha256: _Sha256, fill: Callable[[bytearray, int], int]) -> Iterator[
         offset += n
 
 
-class _Sha256:
+class Sha256Thread:
     """SHA-256 updated in order by a second thread, so the caller's reads and xxh3 overlap it.
 
     hashlib releases the GIL while it hashes a large buffer; xxhash does not, so xxh3 stays in

@@ -4,15 +4,15 @@ A download (`_cache`) and fsck hash what arrives, in order, without a second pas
 (`ChunkHasher`). A record hashes its export in place first, then uploads it in a second pass
 (`_publish`); `hash_for_upload` is that first pass: besides the SHA-256 of the whole and the
 xxh3-128 of each 4 MiB chunk, it takes the SHA-256 of each part the upload will send, from the
-same buffers that fed the whole's SHA-256. The second pass proves every part it sends against
+same buffers that feed the whole's SHA-256. The second pass proves every part it sends against
 those digests: together they prove the object is the bytes its address names (SHA-256 is
 collision resistant; xxh3 is not, and is never the proof).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from typing import TYPE_CHECKING
 
 import msgspec
 import xxhash
@@ -20,11 +20,8 @@ import xxhash
 from cards.errors import StoreIOError
 from cas import _fs
 from cas._chunks import CHUNK_BYTES
-from cas._hashing import Digests
+from cas._hashing import Digests, Sha256Thread, filled_chunks
 from cas._progress import Progress
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
 
 
 class ChunkHasher(msgspec.Struct):
@@ -57,49 +54,35 @@ def hash_for_upload(
 ) -> PartDigests:
     """Hash an export in place for upload in `part_bytes` parts, reading past `size` at most once.
 
-    This thread reads a part and takes the whole's SHA-256 and the chunks' xxh3 while a worker
-    takes the part's SHA-256 (hashlib releases the GIL on large buffers: two CPUs hash at once).
-    Two part buffers, so memory stays at two parts. A file still growing shows as larger (the
-    caller refuses it) instead of being read for as long as it grows.
+    As `_hashing.hash_fd` reads, by parts: the whole's SHA-256 runs in a second thread
+    (`Sha256Thread`) while this thread reads the next part and takes its SHA-256 and its
+    chunks' xxh3 (hashlib releases the GIL: two CPUs hash at once). Two part buffers, so memory
+    stays at two parts. A file still growing shows as larger (the caller refuses it) instead of
+    being read for as long as it grows.
 
     Raises:
         StoreIOError: the export could not be read.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     if part_bytes <= 0 or part_bytes % CHUNK_BYTES:
         raise ValueError("parts must be whole chunks")
-    whole = hashlib.sha256()
+    whole = Sha256Thread()
     chunks: list[bytes] = []
-    parts: list[Future[bytes]] = []
-    buffers = (bytearray(part_bytes), bytearray(part_bytes))
+    parts: list[bytes] = []
     offset = 0
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="artmem-hash") as pool:
-        while offset <= size:
-            if len(parts) >= 2:
-                parts[-2].result()  # its buffer is about to be refilled
-            view = memoryview(buffers[len(parts) % 2])
-            try:
-                n = _fs.pread_into(fd, view, offset)
-            except OSError as exc:
-                raise StoreIOError(f"cannot read the export: {exc.strerror}") from exc
-            if not n:
-                break
-            data = view[:n]
-            parts.append(pool.submit(_sha256, data))
-            whole.update(data)
+    try:
+        for data in filled_chunks(whole, functools.partial(_fs.pread_into, fd), part_bytes):
+            parts.append(hashlib.sha256(data).digest())
             chunks.extend(_xxh3_chunks(data))
-            offset += n
+            offset += len(data)
             if progress is not None:
-                progress.advance(n)
-            if n < part_bytes:
+                progress.advance(len(data))
+            if offset > size or len(data) < part_bytes:
                 break
-        part_sha256 = tuple(part.result() for part in parts)
-    return PartDigests(offset, whole.digest(), tuple(chunks), part_bytes, part_sha256)
-
-
-def _sha256(data: memoryview) -> bytes:
-    return hashlib.sha256(data).digest()
+        return PartDigests(offset, whole.digest(), tuple(chunks), part_bytes, tuple(parts))
+    except OSError as exc:
+        raise StoreIOError(f"cannot read the export: {exc.strerror}") from exc
+    finally:
+        whole.close()
 
 
 def _xxh3_chunks(data: memoryview) -> list[bytes]:
