@@ -4,7 +4,7 @@ Targets: host start (the worker loading its catalog) under 1 s and search p95 un
 100,000 cards; `artmem search` and `artmem status` at most 0.15 s whole-process at 2,000 cards.
 The card files are generated once into a work directory (reused when it holds enough cards).
 Search latency is the median over `--runs` passes of the queries, each pass on a catalog opened
-afresh (a single pass's p95 moved by a quarter between runs on a shared 2-CPU machine).
+afresh (one pass's p95 differed from another's by as much as half on a shared 2-CPU machine).
 `--fts5` also ranks the same tokens with SQLite FTS5's `bm25()`, and `--numpy` with dense BM25
 in numpy (when installed): the alternatives measured.
 
