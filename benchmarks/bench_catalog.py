@@ -5,17 +5,15 @@ Targets: host start (the worker loading its catalog) under 1 s and search p95 un
 The card files are generated once into a work directory (reused when it holds enough cards).
 Search latency is the median over `--runs` passes of the queries, each pass on a catalog opened
 afresh (one pass's p95 differed from another's by as much as half on a shared 2-CPU machine).
-`--fts5` also ranks the same tokens with SQLite FTS5's `bm25()`, and `--numpy` with dense BM25
-in numpy (when installed): the alternatives measured.
+`--fts5` also ranks the same tokens with SQLite FTS5's `bm25()`, the alternative measured.
 
     .venv/bin/python benchmarks/bench_catalog.py [--cards 100000] [--changed 100] [--fts5]
-        [--numpy] [--host-only]
+        [--host-only]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import platform
 import random
@@ -30,14 +28,12 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from _common import percentile  # the benchmarks folder is on sys.path when run as a script
 from bench_search import PROJECT, Corpus, make_card, make_queries
 
 from cards import DEFAULT_LIMITS, IndexState, IndexStatus, Limits, dump_card, project_key
 from cas import LocalCatalog, ProjectStore
-from cas._catalog_index import TermIndex
 
 LIMIT = 20
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,8 +133,6 @@ def host(args: argparse.Namespace, work: Path) -> None:
     _row("  the same, journal folded first", _spread(folded, "s"), "< 1 s")
     _row("  found the changed cards by", ", ".join(sorted(set(ways))))
     _percentiles("search, hits re-read from disk", passes, kinds)
-    if args.numpy:
-        dense(store, state, queries, kinds, args.runs)
     if args.fts5:
         fts5(store, queries)
 
@@ -165,61 +159,6 @@ def _percentiles(name: str, passes: Sequence[Sequence[float]], kinds: Sequence[s
             for pct in (50, 95)
         ]
         _row(f"  {kind}: p50 / p95", f"{medians[0]:.2f} / {medians[1]:.2f} ms")
-
-
-def dense(
-    store: ProjectStore, state: str, queries: Sequence[str], kinds: Sequence[str], runs: int
-) -> None:
-    """BM25 over every card with numpy (dense scores, one vector pass per term), ranking only.
-
-    The compiled alternative to the impact bounds: the same terms, factors and impacts, then
-    the best `LIMIT` by partition. Beside it, the catalog's own ranking without re-reading the
-    hits. Needs numpy, which artmem does not depend on (installed, it adds about 70 ms to every
-    `import pyarrow`, hence to every slice).
-    """
-    try:
-        importlib.import_module("numpy")
-    except ImportError:
-        print("  numpy is not installed: pip install numpy, then --numpy again")
-        return
-    from cas._catalog import ranked
-
-    ours: list[list[float]] = []
-    theirs: list[list[float]] = []
-    for _ in range(runs):
-        index = LocalCatalog.open(store, state)._index
-        ours.append(_pass(partial(ranked, index), queries))
-        theirs.append(_pass(_dense_ranker(index), queries))
-    _percentiles("ranking only (no hits read)", ours, kinds)
-    _percentiles("numpy dense BM25, ranking only", theirs, kinds)
-
-
-def _dense_ranker(index: TermIndex) -> Callable[[str, int], list[int]]:
-    """The best slots of a query's lexical hits by dense BM25 in numpy."""
-    np: Any = importlib.import_module("numpy")  # not a dependency: untyped here
-
-    from cas._catalog import _query_terms
-
-    doc_len = np.asarray(index._doc_len, dtype=np.float64)
-
-    def rank(text: str, limit: int) -> list[int]:
-        weighted = index._weighted_terms(_query_terms(text))
-        if not weighted:
-            return []
-        bm25, first = index._bm25_of(), weighted[0][0]
-        scores = np.zeros(len(doc_len))
-        for idf, term in weighted:
-            postings = index._postings_of(term)
-            assert postings is not None
-            slots = np.frombuffer(postings.slots, dtype=np.uint32).astype(np.intp)
-            tf = np.frombuffer(postings.tfs, dtype=np.uint16).astype(np.float64)
-            impact = bm25.scale * tf / (tf + (bm25.base + bm25.slope * doc_len[slots]))
-            scores[slots] += idf / first * impact
-        count = min(limit, len(scores))
-        best = np.argpartition(scores, -count)[-count:]
-        return [int(slot) for slot in best[np.argsort(-scores[best])]]
-
-    return rank
 
 
 def fts5(store: ProjectStore, queries: Sequence[str]) -> None:
@@ -316,9 +255,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--seed", type=int, default=20250101)
     parser.add_argument("--fts5", action="store_true", help="also measure SQLite FTS5 bm25()")
-    parser.add_argument(
-        "--numpy", action="store_true", help="also measure dense BM25 with numpy (if installed)"
-    )
     parser.add_argument("--work", help="a directory to keep the generated cards in, for reuse")
     parser.add_argument("--quick", action="store_true", help="2,000 cards, 3 runs (smoke test)")
     parser.add_argument("--host-only", action="store_true", help="skip the whole-process CLI runs")
