@@ -26,7 +26,7 @@ from operator import itemgetter
 import msgspec
 
 from cas._catalog_postings import PACK_SHAPE, SLOT_CODE, Packed, Postings, count_packed
-from cas._catalog_rank import Bm25, BoundCache, top_scores
+from cas._catalog_rank import Bm25, BoundCache, dense_from, top_scores
 
 __all__ = ["B", "EXACT_KINDS", "K1", "PACK_SHAPE", "Entry", "TermIndex"]
 
@@ -36,12 +36,11 @@ B = 0.75
 # term) for the next one, kept up to date through changes: terms of at least
 # CACHE_MIN_POSTINGS cards, at most CACHE_MAX_ENTRIES fields in all (96 MB: 240 terms at
 # 100,000 cards), the term of fewest cards out first. The second search of several words
-# bounds every term held by 1/WARM_SHARE of the cards at once (`TermIndex._warm`), into half
-# the cache: at 100,000 cards of `bench_catalog`, all 104 such terms (48 MB held 60 of them,
-# and the other 44 were each built on first use, about 1 ms each).
+# bounds every term held by 1/16 of the cards (`_catalog_rank.dense_from`) at once
+# (`TermIndex._warm`), into half the cache: at 100,000 cards of `bench_catalog`, all 104 such
+# terms (48 MB held 60 of them, and the other 44 were each built on first use, about 1 ms each).
 CACHE_MIN_POSTINGS = 256
 CACHE_MAX_ENTRIES = 24_000_000
-WARM_SHARE = 16
 EXACT_KINDS = ("experiment_id", "artifact_id", "query_fingerprint", "tag", "source_version")
 _LETTER = {"artifact_id": "a", "query_fingerprint": "q", "tag": "t", "source_version": "s"}
 _KIND = {letter: kind for kind, letter in _LETTER.items()}
@@ -255,8 +254,8 @@ class TermIndex:
     def _warm(self, bm25: Bm25) -> None:
         """Bound the frequent terms at once, on the second search of several words.
 
-        (The second since the bounds were last dropped.) Terms of at least 1/`WARM_SHARE` of
-        the cards, most frequent first, into at most half the cache. Built one by one on
+        (The second since the bounds were last dropped.) Terms of at least `dense_from` cards
+        (1/16 of them), most frequent first, into at most half the cache. Built one by one on
         first use, each would cost a later search up to a few milliseconds (at 100,000 cards,
         about 100 terms); a one-shot search never pays.
         """
@@ -265,7 +264,7 @@ class TermIndex:
         cache.searches += 1
         if cache.searches != 2:
             return
-        least = max(cache.min_postings, len(self._slot_of) // WARM_SHARE)
+        least = dense_from(bm25)
         fields = len(self._doc_len)
         room = cache.max_entries // 2
         for held, term in sorted(((self._holding(t), t) for t in self._terms()), reverse=True):

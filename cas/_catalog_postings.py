@@ -30,6 +30,11 @@ def rank_key(tf: int, length: int) -> int:
     return (_MAX - tf) << _TF_SHIFT | min(length, _MAX)
 
 
+def key_parts(key: int) -> tuple[int, int]:
+    """The (term frequency, card length) of a rank key."""
+    return _MAX - (key >> _TF_SHIFT), key & _MAX
+
+
 class Postings:
     """The cards holding one term, by slot and by rank."""
 

@@ -8,7 +8,10 @@ rounded up to one of `_LEVELS` steps, is a 32-bit field of a Python integer per 
 `_GROUP` slots (`BoundCache`, kept up to date through changes), so one integer multiply and
 add per term and group bounds the query's score of 4,096 cards at once, in C; a carry into
 each field's top bit marks the cards whose bound beats the running `wanted`-th best score,
-and only those are scored exactly. Every path gives the same floats a full pass gives: each
+and only those are scored exactly. A word held by fewer than 1/16 of the cards gets bounds of
+its own (kept) on its second use; on its first, it shares the query's joint bounds with the
+other such words: building bounds costs the same whatever a word's size, so one build for
+them all costs less than one each. Every path gives the same floats a full pass gives: each
 card's terms are summed in the same order.
 """
 
@@ -26,7 +29,7 @@ from itertools import repeat
 
 import msgspec
 
-from cas._catalog_postings import Postings
+from cas._catalog_postings import Postings, key_parts
 
 # Pruning compares float sums; this margin keeps a rounding error from dropping a tied card.
 _SLACK = 1e-9
@@ -48,6 +51,8 @@ _UP = 1.0 + 1e-9  # rounds every bound up past any float rounding of the exact s
 _FLAT_SHIFT = 6  # a term adding at most floor >> _FLAT_SHIFT is bounded by a constant
 _HEADROOM = 1.03  # cached bounds hold until the average card length grows by 3 %
 _FEW = 8  # up to this many marked cards in a group are scored without reading their bounds
+_DENSE_SHARE = 16  # a term held by 1/16 of the cards always has bounds of its own
+_ONCE_MAX = 65_536  # terms remembered as bounded once (`BoundCache.first_use`)
 
 
 class BoundCache:
@@ -66,6 +71,7 @@ class BoundCache:
         self.min_postings, self.max_entries = min_postings, max_entries
         self._bounds: dict[Postings, list[int]] = {}
         self._entries = 0
+        self._once: set[Postings] = set()  # bounded once, for one query only (`first_use`)
         self._base = self._slope = self._scale = 0.0  # what the levels assume; 0: none yet
         self.searches = 0  # searches that used bounds since they were last dropped
 
@@ -87,6 +93,20 @@ class BoundCache:
         """A bound of the impact, in whole steps of scale / `_LEVELS` (at most `_LEVELS` + 1)."""
         impact = self._scale * tf / (tf + (self._base + self._slope * length))
         return int(impact * (_LEVELS / self._scale * _UP)) + 1
+
+    def first_use(self, postings: Postings) -> bool:
+        """Whether a term below `dense_from` is bounded for the first time (and note it).
+
+        Such a term is bounded with the query's other first-use terms in one set of integers
+        that is not kept (`Bm25.joint_bounds`); on its second use it gets bounds of its own, kept.
+        One search's words need not displace the words searched again and again.
+        """
+        if postings in self._once:
+            return False
+        if len(self._once) >= _ONCE_MAX:
+            self._once.clear()
+        self._once.add(postings)
+        return True
 
     def get(self, postings: Postings, groups: int) -> list[int] | None:
         """A term's cached bounds over `groups` groups, if any."""
@@ -134,7 +154,7 @@ class Bm25(msgspec.Struct, frozen=True):
 
     def level(self, tf: int, slot: int) -> int:
         """The impact rounded up to a whole step of scale / `_LEVELS` (at most `_LEVELS` + 1)."""
-        return int(self.impact(tf, slot) * (_LEVELS / self.scale * _UP)) + 1
+        return self._level_of(tf, self.doc_len[slot])
 
     def bounds(self, postings: Postings) -> list[int]:
         """Per `_GROUP` slots, an integer bounding the term's impact in each card, from above.
@@ -157,12 +177,33 @@ class Bm25(msgspec.Struct, frozen=True):
                 level = repeat(cache.level(tf, doc_len[ranked[start]]))
                 deque(map(operator.setitem, into, ranked[start:stop], level), maxlen=0)
                 start = stop
-        if sys.byteorder == "big":
-            fields.byteswap()
-        raw, size = memoryview(fields).cast("B"), _GROUP * _FIELD_BYTES
-        bounds = [int.from_bytes(raw[at : at + size], "little") for at in range(0, len(raw), size)]
+        bounds = _grouped(fields)
         cache.put(postings, bounds)
         return bounds
+
+    def joint_bounds(self, weighted: Sequence[tuple[int, Postings]]) -> list[int]:
+        """Per group, an integer whose field i bounds the sum of weight * level over the terms.
+
+        For one query, not kept: one `_grouped` conversion for all the terms, where bounds of
+        their own would cost one each (a 400 KB array and 25 `int.from_bytes` at 100,000
+        cards, whatever the term's size). The levels are `level`'s, by rank key; a card holding
+        several of the terms gets the sum of its levels.
+        """
+        doc_len = self.doc_len
+        fields = array(_FIELD_CODE, bytes(_FIELD_BYTES * len(doc_len)))
+        into = repeat(fields)
+        for number, (weight, postings) in enumerate(weighted):
+            ranked, keys, _ = postings.ranking(doc_len)
+            levels = {key: weight * self._level_of(*key_parts(key)) for key in set(keys)}
+            values = map(levels.__getitem__, keys)
+            if number:  # most cards hold one of the terms: add to what the others set
+                values = map(operator.add, map(fields.__getitem__, ranked), values)
+            deque(map(operator.setitem, into, ranked, values), maxlen=0)
+        return _grouped(fields)
+
+    def _level_of(self, tf: int, length: int) -> int:
+        impact = self.scale * tf / (tf + (self.base + self.slope * length))
+        return int(impact * (_LEVELS / self.scale * _UP)) + 1
 
 
 def top_scores(
@@ -257,7 +298,9 @@ def _by_bounds(
     running `wanted`-th best score in the same units, rounded down. A few marked cards are
     scored as found; many, best bound first until the bound falls to the floor. A term that
     can add at most a sliver of the seeded floor (a word most cards hold) adds its best level
-    to every card's bound instead (`lift`): it needs no bounds of its own.
+    to every card's bound instead (`lift`): it needs no bounds of its own. Terms held by fewer
+    than `dense_from` cards and bounded for the first time share one integer per group built
+    for this query alone (`Bm25.joint_bounds`).
     """
     weights, bits = _weights(terms)
     units = (1 << bits) * _LEVELS / bm25.scale / _UP  # bound units per score unit, rounded down
@@ -265,17 +308,25 @@ def _by_bounds(
     top = heapq.nlargest(wanted, scores.values())
     heapq.heapify(top)
     floor = int(top[0] * units) if len(top) >= wanted else 0
-    lift, kept, bounds = 0, [], []
+    lift, kept, bounds, joint = 0, [], [], []
+    cache, least, groups = bm25.cache, dense_from(bm25), -(-len(bm25.doc_len) // _GROUP)
+    cache.fit(bm25)
     for weight, (_, postings) in zip(weights, terms, strict=True):
-        if len(postings) < bm25.cache.min_postings:
+        if len(postings) < cache.min_postings:
             continue  # a rare term: `_seeded` scored every card holding it
         ranked, _, runs = postings.ranking(bm25.doc_len)
         most = weight * max(bm25.level(tf, ranked[start]) for tf, start, _ in runs)
+        unbounded = len(postings) < least and cache.get(postings, groups) is None
         if most <= floor >> _FLAT_SHIFT and lift + most <= floor >> 1:  # keeps floor > lift
             lift += most
+        elif unbounded and cache.first_use(postings):
+            joint.append((weight, postings))
         else:
             kept.append(weight)
             bounds.append(bm25.bounds(postings))
+    if joint:
+        kept.append(1)
+        bounds.append(bm25.joint_bounds(joint))
     slots = len(bm25.doc_len)
     for number, parts in enumerate(zip(*bounds, strict=True)):
         products = map(int.__mul__, kept, parts)
@@ -315,6 +366,19 @@ def _seeded(terms: Sequence[tuple[float, Postings]], wanted: int, bm25: Bm25) ->
             if slot not in scores:
                 scores[slot] = _score(slot, terms, bm25)
     return scores
+
+
+def dense_from(bm25: Bm25) -> int:
+    """The fewest cards a term must hold to get bounds of its own on its first use."""
+    return max(bm25.cache.min_postings, len(bm25.doc_len) // _DENSE_SHARE)
+
+
+def _grouped(fields: array[int]) -> list[int]:
+    """32-bit fields as one little-endian integer per `_GROUP` of them."""
+    if sys.byteorder == "big":
+        fields.byteswap()
+    raw, size = memoryview(fields).cast("B"), _GROUP * _FIELD_BYTES
+    return [int.from_bytes(raw[at : at + size], "little") for at in range(0, len(raw), size)]
 
 
 def _pushed(top: list[int | float], score: float, wanted: int, units: float, floor: int) -> int:

@@ -141,6 +141,49 @@ def test_the_bounds_path_ranks_like_scoring_every_card_through_changes(
                 entries.append(changed)
 
 
+@settings(max_examples=10, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=2**32),
+    st.integers(min_value=200, max_value=400),
+    st.sampled_from([(8, 0, 8), (64, 0, 0), (4_096, 0, 0)]),
+)
+def test_words_bounded_jointly_on_first_use_rank_like_scoring_every_card(
+    seed: int, count: int, shape: tuple[int, int, int]
+) -> None:
+    """Words held by fewer than `dense_from` cards share one set of bounds built for the query
+    on their first use (`Bm25.joint_bounds`) and get bounds of their own on the second; either
+    way, mixed with common words and through changes, the hits are a full pass's.
+    """
+    rng = random.Random(seed)
+    entries = _entries(rng, count, 300)  # a long tail of words held by a few cards each
+    index = TermIndex(cache_min_postings=2, cache_max_entries=10**8)  # nothing evicted
+    for entry in entries:
+        index.add(entry)
+    least = rank_module.dense_from(index._bm25_of())
+    holding = {word: index._holding(word) for word in index._terms()}
+    tail = sorted(word for word, held in holding.items() if 2 <= held < least)
+    common = sorted(word for word, held in holding.items() if held >= least)
+    with _small_groups(*shape):
+        for _ in range(3):
+            for _ in range(6):
+                terms = rng.sample(tail, k=rng.randint(2, 4)) + rng.sample(
+                    common, rng.randint(0, 2)
+                )
+                limit = rng.choice((1, 3, 20))
+                expected = _expected(entries, terms, limit)
+                assert index.lexical(terms, limit, set()) == expected, terms  # first use
+                assert index.lexical(terms, limit, set()) == expected, terms  # own bounds
+            _check_cached_bounds(index)
+            for entry in rng.sample(entries, k=8):  # re-recorded with other words
+                index.remove(entry.key)
+                entries.remove(entry)
+                changed = Entry(entry.key, entry.updated, (), {**entry.tf, rng.choice(tail): 3})
+                index.add(changed)
+                entries.append(changed)
+    assert index._cache._once, "no word was bounded jointly"
+    assert any(len(postings) < least for postings in index._cache._bounds), "none kept its own"
+
+
 def _check_cached_bounds(index: TermIndex) -> None:
     """Every cached field bounds its card's impact from above, and is 0 where no card holds."""
     bm25 = index._bm25_of()
