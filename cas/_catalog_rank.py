@@ -91,8 +91,7 @@ class BoundCache:
 
     def level(self, tf: int, length: int) -> int:
         """A bound of the impact, in whole steps of scale / `_LEVELS` (at most `_LEVELS` + 1)."""
-        impact = self._scale * tf / (tf + (self._base + self._slope * length))
-        return int(impact * (_LEVELS / self._scale * _UP)) + 1
+        return _level(self._base, self._slope, self._scale, tf, length)
 
     def first_use(self, postings: Postings) -> bool:
         """Whether a term below `dense_from` is bounded for the first time (and note it).
@@ -154,7 +153,7 @@ class Bm25(msgspec.Struct, frozen=True):
 
     def level(self, tf: int, slot: int) -> int:
         """The impact rounded up to a whole step of scale / `_LEVELS` (at most `_LEVELS` + 1)."""
-        return self._level_of(tf, self.doc_len[slot])
+        return _level(self.base, self.slope, self.scale, tf, self.doc_len[slot])
 
     def bounds(self, postings: Postings) -> list[int]:
         """Per `_GROUP` slots, an integer bounding the term's impact in each card, from above.
@@ -194,16 +193,25 @@ class Bm25(msgspec.Struct, frozen=True):
         into = repeat(fields)
         for number, (weight, postings) in enumerate(weighted):
             ranked, keys, _ = postings.ranking(doc_len)
-            levels = {key: weight * self._level_of(*key_parts(key)) for key in set(keys)}
+            levels = {key: weight * self._key_level(key) for key in set(keys)}
             values = map(levels.__getitem__, keys)
             if number:  # most cards hold one of the terms: add to what the others set
                 values = map(operator.add, map(fields.__getitem__, ranked), values)
             deque(map(operator.setitem, into, ranked, values), maxlen=0)
         return _grouped(fields)
 
-    def _level_of(self, tf: int, length: int) -> int:
-        impact = self.scale * tf / (tf + (self.base + self.slope * length))
-        return int(impact * (_LEVELS / self.scale * _UP)) + 1
+    def _key_level(self, key: int) -> int:
+        """`level` of a card of rank key `key` (its frequency and length)."""
+        return _level(self.base, self.slope, self.scale, *key_parts(key))
+
+
+def _level(base: float, slope: float, scale: float, tf: int, length: int) -> int:
+    """The impact scale * tf / (tf + (base + slope * length)), rounded up to a whole step.
+
+    Steps of scale / `_LEVELS`; at most `_LEVELS` + 1, since the impact stays below `scale`.
+    """
+    impact = scale * tf / (tf + (base + slope * length))
+    return int(impact * (_LEVELS / scale * _UP)) + 1
 
 
 def top_scores(
