@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
@@ -38,6 +39,7 @@ from harness_plugin._catalogs import LiveCatalog
 from harness_plugin._conversation import Built, Identity, Redactions, Said, Skip, build_entry
 from harness_plugin._memory_config import CaptureMode, RecallMode
 from harness_plugin._recall import Recall, RecallFailed, item_text, superseded_ids
+from harness_plugin._recall_search import answered, fuse, submit_searches
 from harness_plugin._runtime import Runtime
 from indexer import MemoryHit
 
@@ -207,15 +209,16 @@ class ConversationMemory:
         outbound = outbound_query(query, self.runtime.config.recall.max_query_chars)
         if outbound is None:
             return []
-        future = self.pool.submit(self.service.search_memory, project, outbound, limit)
+        deadline = time.monotonic() + self.runtime.config.honcho.search_timeout_s
+        searches = submit_searches(self.pool, self.service, project, outbound, limit)
         try:
-            found = future.result(timeout=self.runtime.config.honcho.search_timeout_s)
+            hits = fuse(outbound, answered(searches, deadline, time.monotonic))[:limit]
         except (FutureTimeout, ArtifactError):
             self.count("memory_search.conversation_unavailable")
             return []
         limit_chars = self.runtime.config.recall.max_item_chars
-        replaced = superseded_ids(found.hits)
-        items = (_item(h, limit_chars, h.message_id in replaced) for h in found.hits)
+        replaced = superseded_ids(hits)
+        items = (_item(h, limit_chars, h.message_id in replaced) for h in hits)
         return [item for item in items if item.text]
 
     def metrics(self) -> dict[str, int]:

@@ -157,7 +157,7 @@ def demo(args: argparse.Namespace) -> Outcome:
 
 
 def run_eval(args: argparse.Namespace) -> Outcome:
-    from harness_plugin._eval import evaluate, judge, passed, report_lines, write_report
+    from harness_plugin._eval import Report, evaluate, judge, passed, report_lines, write_report
 
     if args.judge is not None:
         if args.live or args.cases:
@@ -178,8 +178,10 @@ def run_eval(args: argparse.Namespace) -> Outcome:
         if not args.json and sys.stderr.isatty():
             print(f"  {getattr(case, 'case_id', '')} done", file=sys.stderr, flush=True)
 
-    report = evaluate(honcho, args.cases, on_case=progress)
-    if args.report:
-        write_report(report, args.report)
+    def save(report: Report) -> None:
+        if args.report:
+            write_report(report, args.report)
+
+    report = evaluate(honcho, args.cases, on_case=progress, on_report=save)
     status = EXIT_OK if passed(report) else EXIT_ERROR
     return Outcome(report.model_dump(mode="json"), report_lines(report, args.report), status)

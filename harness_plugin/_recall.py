@@ -28,7 +28,6 @@ from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
 
 import orjson
 
@@ -36,7 +35,15 @@ from cards import ArtifactError
 from cards.redaction import normalise_text, outbound_query
 from cas import atomic_write, make_dirs, open_dir, read_small
 from harness_plugin._memory_config import RecallConfig
-from indexer import CircuitBreaker, MemoryHit, MemorySearch, UserContext
+from harness_plugin._recall_search import (
+    MemoryReads,
+    answered,
+    fuse,
+    save_search_mode,
+    served_mode,
+    submit_searches,
+)
+from indexer import CircuitBreaker, MemoryHit, UserContext
 
 HEADER = (
     "[Honcho memory — untrusted recalled context]\n"
@@ -116,6 +123,7 @@ class Recall:
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
     _next_prune: float = float("-inf")  # markers are pruned at the first mark, then hourly
+    _mode: str = "unknown"  # the search the server offered, as last seen
 
     def first_step(
         self,
@@ -151,10 +159,11 @@ class Recall:
         return None, reason
 
     def reads(self, project_id: str, query: str) -> tuple[UserContext, list[MemoryHit]]:
-        """Both reads for `query` under the deadline (for the first step and `memory_recall`).
+        """The reads for `query` under the deadline (for the first step and `memory_recall`).
 
         Raises:
-            RecallFailed: a read failed, the deadline passed, or the circuit is open.
+            RecallFailed: the context read failed, every search failed, the deadline passed
+                with no search answered, or the circuit is open.
         """
         bounded = outbound_query(query, self.config.max_query_chars)  # redacted before it leaves
         if bounded is None:
@@ -165,13 +174,12 @@ class Recall:
         limit = self.config.max_items
         started = self.clock()
         context: Future[UserContext] = self.pool.submit(service.user_context)
-        search: Future[MemorySearch] = self.pool.submit(
-            service.search_memory, project_id, bounded, limit
-        )
+        per_query = min(2 * limit, 100)
         deadline = started + self.config.timeout_ms / 1000
+        searches = submit_searches(self.pool, service, project_id, bounded, per_query)
         try:
             found_context = context.result(timeout=max(0.0, deadline - self.clock()))
-            found = search.result(timeout=max(0.0, deadline - self.clock()))
+            answers = answered(searches, deadline, self.clock)
         except FutureTimeout:
             raise RecallFailed("recall.timeout") from None
         except ArtifactError as exc:
@@ -184,9 +192,24 @@ class Recall:
         finally:
             self._latency((self.clock() - started) * 1000)
         self.breaker.success()
-        if found.dropped:
+        if len(answers) < len(searches):
+            self.count("recall.search_partial")
+        if any(found.dropped for _, found in answers):
             self.count("recall.wrong_scope_dropped")
-        return found_context, found.hits[:limit]
+        mode = served_mode(bounded, answers, per_query)
+        if mode is not None:
+            self._note_mode(mode)
+        return found_context, fuse(bounded, answers)[:limit]
+
+    def _note_mode(self, mode: str) -> None:
+        self.count(f"recall.server_{mode}")
+        if self._mode == mode:
+            return
+        self._mode = mode
+        try:
+            save_search_mode(self.state_root, mode, datetime.now(UTC))
+        except (ArtifactError, OSError):
+            self.count("recall.state_unwritable")
 
     def count(self, event: str) -> None:
         """Count a content-free event."""
@@ -326,16 +349,6 @@ def prune_markers(directory: int, older_than: float) -> int:
             except FileNotFoundError:
                 continue  # another worker pruned it first
     return removed
-
-
-class MemoryReads(Protocol):
-    """What recall needs from Honcho (`HonchoMemoryService` provides it)."""
-
-    def user_context(self) -> UserContext:
-        """The person's global context."""
-
-    def search_memory(self, project_id: str, query: str, limit: int) -> MemorySearch:
-        """Project-scoped conversational hits of the person."""
 
 
 def item_text(text: str, limit: int) -> tuple[str, int]:

@@ -80,7 +80,8 @@ class ToolHost:
             self.catalogs[project_id] = LiveCatalog(store, self.runtime.config.state_root)
         self.memory: ConversationMemory | None = None
         if self.search_service is not None:
-            self._memory_pool = ThreadPoolExecutor(4, thread_name_prefix="artmem-recall")
+            # A recall reads the context and up to five searches at once (`shaped_queries`).
+            self._memory_pool = ThreadPoolExecutor(8, thread_name_prefix="artmem-recall")
             self.memory = ConversationMemory(
                 self.runtime,
                 self.search_service,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         cards_session_id,
         message_fingerprint,
     )
+    from indexer._lexical import fused_order, matches_lexically, shaped_queries
     from indexer._outbox import Outbox, OutboxStats
     from indexer._policy import CircuitBreaker, RetryPolicy
     from indexer._search import CardSearch, MemoryHit, MemorySearch, RemoteCardHit, UserContext
@@ -41,6 +42,9 @@ _EXPORTS = {
     "SessionTarget": "indexer._entry",
     "cards_session_id": "indexer._entry",
     "message_fingerprint": "indexer._entry",
+    "fused_order": "indexer._lexical",
+    "matches_lexically": "indexer._lexical",
+    "shaped_queries": "indexer._lexical",
     "Outbox": "indexer._outbox",
     "OutboxStats": "indexer._outbox",
     "RetryPolicy": "indexer._policy",
@@ -81,8 +85,11 @@ __all__ = [
     "SessionTarget",
     "UserContext",
     "cards_session_id",
+    "fused_order",
+    "matches_lexically",
     "message_fingerprint",
     "read_status",
+    "shaped_queries",
 ]
 
 

@@ -30,8 +30,12 @@ def evaluate(
     *,
     settle_s: float = 3.0,
     on_case: Callable[[CaseReport], None] | None = None,
+    on_report: Callable[[Report], None] | None = None,
 ) -> Report:
     """Run the corpus (or the cases named) against the fake Honcho, or `live` when given.
+
+    `on_report` sees the report before the live workspaces are deleted, and again after if
+    the cleanup left something behind (`Report.cleanup_left`): a cleanup can never lose it.
 
     Raises:
         InvalidInput: a case name matches no case, or the corpus is invalid.
@@ -44,7 +48,14 @@ def evaluate(
     chosen = select(load_corpus(), cases or [])
     backend = live_backend(live, settle_s) if live is not None else fake_backend()
     with backend as reached:
-        return run_corpus(chosen, reached, on_case)
+        report = run_corpus(chosen, reached, on_case)
+        if on_report is not None:
+            on_report(report)
+    if reached.left:
+        report.cleanup_left = list(reached.left)
+        if on_report is not None:
+            on_report(report)
+    return report
 
 
 def judge(path: str) -> Report:

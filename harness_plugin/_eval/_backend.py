@@ -6,9 +6,15 @@ the same answers. `--live` uses the `[honcho]` base URL and key of the operator'
 and owns exactly two uniquely named synthetic workspaces: it refuses to start if either exists,
 creates them, and deletes them (and only them) at the end, whatever happened in between.
 
+Honcho deletes as a queue: a workspace that still has an active session is refused (409), so the
+run deletes each of its sessions first (each answered 202 and only queued: the session leaves the
+lists at once, its messages stay until the server's background worker runs), then the workspace
+(202 again). A cleanup that cannot finish never costs the report: `Backend.left` names what an
+operator must delete by hand, and the report carries it as a warning.
+
 Workspace creation and deletion are raw HTTP here (`/v3/workspaces`, `/v3/workspaces/list`,
-`DELETE /v3/workspaces/{id}`): the Honcho adapter has no deletion, on purpose, and the product
-never deletes. Everything else goes through the adapter like the product itself.
+`/v3/workspaces/{id}/sessions/list`, `DELETE`): the Honcho adapter has no deletion, on purpose,
+and the product never deletes. Everything else goes through the adapter like the product itself.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ FAKE_WORKSPACES = {"main": "artmem-eval", "second": "artmem-eval-second"}
 EPOCH = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 HOLD_LIMIT_S = 3.0  # a held fake request waits at most this long (past every recall deadline)
 ADMIN_TIMEOUT_S = 20.0
+MAX_SESSION_PAGES = 100  # 100 sessions a page: far more than a run creates
 
 
 @dataclass
@@ -58,6 +65,7 @@ class Backend:
     fake: FakeHoncho | None = None
     timeout_s: float = 5.0
     settle_s: float = 0.0  # live: wait this long after a delivery (Honcho embeds in the background)
+    left: list[str] = field(default_factory=list)  # live: what cleanup could not delete
     _holds: list[threading.Event] = field(default_factory=list)
 
     def hold(self, kind: Literal["peer_context", "workspace_search", "session_search"]) -> None:
@@ -109,6 +117,9 @@ def fake_backend() -> Iterator[Backend]:
 def live_backend(honcho: HonchoConfig, settle_s: float) -> Iterator[Backend]:
     """A configured Honcho; two fresh synthetic workspaces, deleted afterwards.
 
+    What cannot be deleted is listed in `Backend.left` (sessions as `workspace/sessions/id`),
+    never raised: the run's report matters more than its cleanup.
+
     Raises:
         ConfigError: the API key variable is unset.
         RemoteMisconfigured: a workspace of that name already exists (nothing is touched).
@@ -138,18 +149,11 @@ def live_backend(honcho: HonchoConfig, settle_s: float) -> Iterator[Backend]:
                 _create(admin, workspace)
                 created.append(workspace)
         yield backend
-    except BaseException:
-        _delete_all(backend, created)  # best effort: the first failure is the one to report
-        raise
-    else:
-        left = _delete_all(backend, created)
-        if left:
-            raise RemoteRejected(
-                f"could not delete the evaluation's synthetic workspaces {', '.join(left)}; "
-                "delete them by hand"
-            )
     finally:
         backend.transport.shutdown()
+        with _admin(backend) as admin:
+            for workspace in created:
+                backend.left += delete_workspace(admin, workspace)
 
 
 def ticking_clock(start: datetime = EPOCH, step_s: float = 1.0) -> Callable[[], datetime]:
@@ -191,27 +195,56 @@ def _create(admin: httpx.Client, workspace: str) -> None:
         )
 
 
-def _delete_all(backend: Backend, workspaces: list[str]) -> list[str]:
-    """Delete the workspaces this run created; the ids of those still there."""
+def delete_workspace(admin: httpx.Client, workspace: str) -> list[str]:
+    """Delete `workspace` as Honcho allows: its sessions, then it; what is left, by id.
+
+    A 202 is success (the server queues the work); a 404 means already gone. Anything else
+    leaves the id in the answer, for an operator to delete by hand.
+    """
+    try:
+        sessions = _session_ids(admin, workspace)
+    except ArtifactError:
+        return [workspace]
     left = []
-    with _admin(backend) as admin:
-        for workspace in workspaces:
-            try:
-                _send(admin, "DELETE", f"/v3/workspaces/{workspace}", None)
-            except ArtifactError:
-                left.append(workspace)
+    for session in sessions:
+        try:
+            _send(admin, "DELETE", f"/v3/workspaces/{workspace}/sessions/{session}", None, 404)
+        except ArtifactError:
+            left.append(f"{workspace}/sessions/{session}")
+    try:
+        _send(admin, "DELETE", f"/v3/workspaces/{workspace}", None, 404)
+    except ArtifactError:
+        left.append(workspace)
     return left
 
 
-def _send(admin: httpx.Client, method: str, path: str, body: object) -> httpx.Response:
+def _session_ids(admin: httpx.Client, workspace: str) -> list[str]:
+    """Every active session of `workspace`, page by page (none if it is gone)."""
+    found: list[str] = []
+    for page in range(1, MAX_SESSION_PAGES + 1):
+        path = f"/v3/workspaces/{workspace}/sessions/list?page={page}&size=100"
+        answer = _send(admin, "POST", path, {}, 404)
+        body = answer.json() if answer.status_code == 200 else {}
+        items = body.get("items", []) if isinstance(body, dict) else []
+        found += [i["id"] for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)]
+        if not items or page >= int(body.get("pages") or 0):
+            return found
+    return found
+
+
+def _send(
+    admin: httpx.Client, method: str, path: str, body: object, *accepted: int
+) -> httpx.Response:
     try:
         response = admin.request(method, path, json=body)
     except httpx.HTTPError as exc:
         raise RemoteUnavailable(f"honcho is unreachable: {type(exc).__name__}") from exc
+    if response.status_code in accepted:
+        return response
     if response.status_code in (401, 403):
         raise RemoteUnauthorized("honcho refused the credentials (401/403)")
     if response.status_code >= 500:
         raise RemoteUnavailable(f"honcho answered {response.status_code}")
     if response.status_code >= 400:
-        raise RemoteRejected(f"honcho rejected {method} of a workspace: {response.status_code}")
+        raise RemoteRejected(f"honcho rejected {method} {path}: {response.status_code}")
     return response

@@ -64,6 +64,12 @@ def report_lines(report: Report, path: str | None) -> list[str]:
     failed = [g.name for g in report.gates if g.measured and not g.passed]
     verdict = f"FAILED: {', '.join(failed)}" if failed else "every measured gate passed"
     lines.append(f"{verdict} ({report.duration_ms / 1000:.1f} s)")
+    if report.cleanup_left:
+        lines.append(
+            "warning: cleanup could not delete "
+            f"{', '.join(report.cleanup_left)}; delete them by hand (sessions first, then "
+            "the workspace), e.g. with DELETE /v3/workspaces/{id}/sessions/{session}"
+        )
     if path:
         lines.append(f"report: {path}")
     return lines

@@ -178,6 +178,8 @@ class Report(BaseModel):
     cases: list[CaseReport]
     gates: list[Gate] = []
     duration_ms: float = 0.0
+    # Live: what cleanup could not delete (workspace ids, `workspace/sessions/id`); never a gate.
+    cleanup_left: list[str] = []
 
 
 def percentile(ordered: list[float], pct: float) -> float:

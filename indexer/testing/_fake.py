@@ -32,6 +32,7 @@ from indexer.testing._model import (
 )
 from indexer.testing._routes import _PATH_PARAMS, _decode_body, _fault_result, _match
 from indexer.testing._server import _handler_for, _Server
+from indexer.testing._text_search import SearchMode
 from indexer.testing._validate import _HttpError, _valid_id
 
 # --------------------------------------------------------------------------------------------
@@ -47,6 +48,8 @@ class FakeHoncho(_Handlers):
         seed: Seeds the generator of message ids, so runs are reproducible.
         clock: Returns "now" for ``created_at``; defaults to the UTC wall clock.
         latency_s: Delay added before each answer in server mode (benchmarks).
+        search_mode: ``"lexical"`` (a server without embeddings) or ``"semantic"`` (with them;
+            see ``indexer.testing._text_search`` for the one departure).
         timeout_hold_s: In server mode, how long a timed-out request holds its connection open
             at most, if the client does not give up first.
     """
@@ -59,8 +62,10 @@ class FakeHoncho(_Handlers):
         clock: Callable[[], datetime] | None = None,
         latency_s: float = 0.0,
         timeout_hold_s: float = 30.0,
+        search_mode: SearchMode = "lexical",
     ) -> None:
         self.api_key = api_key
+        self.search_mode = search_mode
         self.latency_s = latency_s
         self.timeout_hold_s = timeout_hold_s
         self._clock = clock or (lambda: datetime.now(UTC))

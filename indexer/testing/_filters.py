@@ -1,8 +1,7 @@
-"""The filter language of list and search bodies, and the keyword search matcher."""
+"""The filter language of list and search bodies."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Final, TypeAlias
@@ -12,11 +11,9 @@ from indexer.testing._validate import _contains, _HttpError, _json_equal, _parse
 
 _FIELDS: Final = frozenset({"workspace_id", "session_id", "peer_id", "token_count", "created_at"})
 _OPERATORS: Final = frozenset({"gte", "lte", "gt", "lt", "ne", "in", "contains", "icontains"})
-_STOP_WORDS: Final = frozenset(
-    "a an and are as at be by for from in is it of on or that the this to was were with".split()
-)
-_PUNCTUATION = re.compile(r"[^\w\s]|_")
-_WORD = re.compile(r"[^\W_]+")
+# On the text columns the server compares these as numbers: a string operand is a 422.
+_TEXT_COLUMNS: Final = frozenset({"workspace_id", "session_id", "peer_id"})
+_NUMERIC_OPERATORS: Final = frozenset({"gte", "lte", "gt", "lt", "ne"})
 
 _Predicate: TypeAlias = Callable[[FakeMessage], bool]
 
@@ -71,9 +68,12 @@ def _compile_operators(
     name: str, operators: Mapping[str, object], convert: Callable[[object], object]
 ) -> Callable[[object], bool]:
     compiled: list[tuple[str, object]] = []
+    text_column = name in _TEXT_COLUMNS
     for op, operand in operators.items():
-        if op not in _OPERATORS:
-            raise _filter_error(f"unknown operator {op!r} on {name!r}")
+        if op not in _OPERATORS:  # the server passes it to SQL as a value and fails there
+            raise _HttpError(500, "An unexpected error occurred")
+        if text_column and op in _NUMERIC_OPERATORS and isinstance(operand, str):
+            raise _HttpError(422, f"Invalid numeric value: {operand}. Expected a number, got str")
         if op == "in":
             if not isinstance(operand, list):
                 raise _filter_error(f"'in' on {name!r} needs a list")
@@ -192,7 +192,11 @@ def _compile_filter(filters: object, depth: int = 1) -> _Predicate:
     predicates: list[_Predicate] = []
     for key, value in filters.items():
         if key in {"AND", "OR", "NOT"}:
-            items = value if isinstance(value, list) else [value]
+            if not isinstance(value, list):
+                raise _HttpError(
+                    422, f"{key} operator must contain a list, got {type(value).__name__}"
+                )
+            items = value
             predicates.append(_combine(key, [_compile_filter(item, depth + 1) for item in items]))
         elif key == "metadata":
             predicates.append(_compile_metadata(value))
@@ -201,7 +205,9 @@ def _compile_filter(filters: object, depth: int = 1) -> _Predicate:
             if check is not None:
                 predicates.append(_field_check(key, check))
         else:
-            raise _filter_error(f"unknown filter key {key!r}")
+            raise _HttpError(
+                422, f"Column {key!r} is not allowed to be filtered on or does not exist on Message"
+            )
     return lambda message: all(p(message) for p in predicates)
 
 
@@ -210,29 +216,3 @@ def _filter_from_body(body: Mapping[str, object]) -> _Predicate:
     if filters is None:
         return lambda _message: True
     return _compile_filter(filters)
-
-
-# --------------------------------------------------------------------------------------------
-# Search
-# --------------------------------------------------------------------------------------------
-
-
-def _stem(word: str) -> str:
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
-
-
-def _search_matcher(query: str) -> Callable[[str], bool]:
-    if _PUNCTUATION.search(query):
-        needle = query.lower()
-        return lambda content: needle in content.lower()
-    terms = {_stem(w) for w in _WORD.findall(query.lower()) if w not in _STOP_WORDS}
-    if not terms:
-        return lambda _content: False
-
-    def match(content: str) -> bool:
-        words = {_stem(w) for w in _WORD.findall(content.lower())}
-        return terms <= words
-
-    return match

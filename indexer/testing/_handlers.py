@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Final, TypeAlias
 
-from indexer.testing._filters import _filter_from_body, _search_matcher
+from indexer.testing._filters import _filter_from_body
 from indexer.testing._model import (
     DEFAULT_PAGE_SIZE,
     DEFAULT_SEARCH_LIMIT,
@@ -23,6 +23,7 @@ from indexer.testing._model import (
     _Workspace,
 )
 from indexer.testing._routes import _page, _peer_json, _session_json, _workspace_json
+from indexer.testing._text_search import SearchMode, search
 from indexer.testing._validate import (
     _MESSAGE_CONFIG_KEYS,
     _SESSION_CONFIG_KEYS,
@@ -52,6 +53,7 @@ class _Handlers:
     _rng: random.Random
     _workspaces: dict[str, _Workspace]
     _message_ids: set[str]
+    search_mode: SearchMode
 
     # ---------------------------------------------------------------- state helpers
 
@@ -84,6 +86,8 @@ class _Handlers:
     def _session(self, ws: _Workspace, session_id: str) -> tuple[_Session, bool]:
         session = ws.sessions.get(session_id)
         if session is not None:
+            if not session.active:  # deleted: the id cannot be used again
+                raise _HttpError(404, f"Session {session_id} not found in workspace {ws.id}")
             return session, False
         session = _Session(session_id, {}, {}, self._now())
         ws.sessions[session_id] = session
@@ -92,7 +96,7 @@ class _Handlers:
     def _existing_session(self, params: Mapping[str, str]) -> tuple[_Workspace, _Session]:
         ws = self._workspaces.get(params["ws"])
         session = ws.sessions.get(params["s"]) if ws is not None else None
-        if ws is None or session is None:
+        if ws is None or session is None or not session.active:
             raise _HttpError(404, f"Session {params['s']} not found in workspace {params['ws']}")
         return ws, session
 
@@ -295,7 +299,10 @@ class _Handlers:
                     "string_too_long",
                     content,
                 )
-            peer_id = _valid_id(message.get("peer_id"), [*loc, "peer_id"])
+            try:
+                peer_id = _valid_id(message.get("peer_id"), [*loc, "peer_id"])
+            except _HttpError:  # the server fails creating the peer: an unhandled error
+                raise _HttpError(500, "An unexpected error occurred") from None
             metadata = (
                 _metadata(message["metadata"], [*loc, "metadata"])
                 if message.get("metadata") is not None
@@ -314,6 +321,7 @@ class _Handlers:
         ws, _ = self._workspace(params["ws"])
         session, _ = self._session(ws, params["s"])
         created: list[dict[str, object]] = []
+        now = self._now()  # the messages of one request share one time
         for content, peer_id, metadata, created_at in drafts:
             if peer_id not in session.peers:
                 self._join(ws, session, peer_id, {})
@@ -324,7 +332,7 @@ class _Handlers:
                 session_id=session.id,
                 workspace_id=ws.id,
                 metadata=metadata,
-                created_at=created_at or self._now(),
+                created_at=created_at or now,
                 token_count=math.ceil(len(content) / 4),
             )
             session.messages.append(stored)
@@ -360,11 +368,10 @@ class _Handlers:
         if data.get("scope") is not None:
             raise _HttpError(422, "FakeHoncho does not implement scopes")
         predicate = _filter_from_body(data)
-        matcher = _search_matcher(query)
         ws = self._workspaces.get(workspace_id)
         messages = self._workspace_messages(ws, session_id) if ws is not None else []
-        hits = [m.to_json() for m in messages if matcher(m.content) and predicate(m)]
-        return _Reply(200, hits[:limit])
+        hits = search([m for m in messages if predicate(m)], query, limit, self.search_mode)
+        return _Reply(200, [m.to_json() for m in hits])
 
     def _h_session_search(
         self, params: Mapping[str, str], _q: Mapping[str, str], body: object
@@ -375,6 +382,45 @@ class _Handlers:
         self, params: Mapping[str, str], _q: Mapping[str, str], body: object
     ) -> _Reply:
         return self._search(params["ws"], None, body)
+
+    def _h_session_list(
+        self, params: Mapping[str, str], query: Mapping[str, str], body: object
+    ) -> _Reply:
+        """The workspace's active sessions (filters are not implemented)."""
+        data = _object(body, ["body"]) if body is not None else {}
+        _only(data, frozenset({"filters"}), ["body"])
+        if data.get("filters"):
+            raise _HttpError(422, "FakeHoncho does not filter sessions")
+        page = _positive_int(query.get("page"), "page", 1)
+        size = _positive_int(query.get("size"), "size", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        ws = self._workspaces.get(params["ws"])
+        sessions = [s for s in ws.sessions.values() if s.active] if ws is not None else []
+        assert ws is not None or not sessions
+        items = [_session_json(ws, s) for s in sessions] if ws is not None else []
+        return _Reply(200, _page(items, page, size))
+
+    def _h_session_delete(
+        self, params: Mapping[str, str], _q: Mapping[str, str], _b: object
+    ) -> _Reply:
+        """Accepted and only queued: the session leaves lists, its messages stay."""
+        _, session = self._existing_session(params)
+        session.active = False
+        return _Reply(202, {"message": "Session deleted successfully"})
+
+    def _h_workspace_delete(
+        self, params: Mapping[str, str], _q: Mapping[str, str], _b: object
+    ) -> _Reply:
+        """409 while a session is active; else accepted and queued (the workspace remains)."""
+        ws = self._workspaces.get(params["ws"])
+        if ws is None:
+            raise _HttpError(404, f"Workspace {params['ws']} not found")
+        if any(s.active for s in ws.sessions.values()):
+            raise _HttpError(
+                409,
+                f"Cannot delete workspace '{ws.id}': active session(s) remain. "
+                "Delete all sessions first.",
+            )
+        return _Reply(202, {"message": "Workspace deletion accepted"})
 
     def _h_peer_context(
         self, params: Mapping[str, str], _q: Mapping[str, str], _b: object
@@ -424,4 +470,7 @@ _HANDLERS: Final[Mapping[tuple[str, RouteKind], _Handler]] = {
     ("GET", "peer_context"): _Handlers._h_peer_context,
     ("POST", "peer_representation"): _Handlers._h_peer_representation,
     ("POST", "peer_chat"): _Handlers._h_peer_chat,
+    ("POST", "session_list"): _Handlers._h_session_list,
+    ("DELETE", "session_delete"): _Handlers._h_session_delete,
+    ("DELETE", "workspace_delete"): _Handlers._h_workspace_delete,
 }

@@ -34,6 +34,9 @@ RouteKind: TypeAlias = Literal[
     "peer_context",
     "peer_representation",
     "peer_chat",
+    "session_list",
+    "session_delete",
+    "workspace_delete",
 ]
 """The kinds of route the fake serves; fault injection can target one of them."""
 
@@ -151,6 +154,8 @@ class _Session:
     created_at: datetime
     peers: dict[str, dict[str, bool | None]] = field(default_factory=dict)
     messages: list[FakeMessage] = field(default_factory=list)
+    # A deleted session is only marked: its messages stay, and its id cannot be used again.
+    active: bool = True
 
 
 @dataclass

@@ -27,9 +27,12 @@ _ROUTES: Final[list[tuple[_Pattern, RouteKind, frozenset[str]]]] = [
     (("health",), "health", frozenset({"GET"})),
     (("v3", "workspaces"), "workspace_create", frozenset({"POST"})),
     (("v3", "workspaces", "list"), "workspace_list", frozenset({"POST"})),
+    (("v3", "workspaces", "{ws}"), "workspace_delete", frozenset({"DELETE"})),
     (("v3", "workspaces", "{ws}", "peers"), "peer_create", frozenset({"POST"})),
     (("v3", "workspaces", "{ws}", "sessions"), "session_create", frozenset({"POST"})),
     (("v3", "workspaces", "{ws}", "search"), "workspace_search", frozenset({"POST"})),
+    (("v3", "workspaces", "{ws}", "sessions", "list"), "session_list", frozenset({"POST"})),
+    (("v3", "workspaces", "{ws}", "sessions", "{s}"), "session_delete", frozenset({"DELETE"})),
     (
         ("v3", "workspaces", "{ws}", "sessions", "{s}", "peers"),
         "session_peers",
@@ -136,7 +139,7 @@ def _session_json(ws: _Workspace, session: _Session) -> dict[str, object]:
     return {
         "id": session.id,
         "workspace_id": ws.id,
-        "is_active": True,
+        "is_active": session.active,
         "metadata": copy.deepcopy(session.metadata),
         "configuration": copy.deepcopy(session.configuration),
         "created_at": session.created_at.isoformat(),

@@ -1,9 +1,12 @@
 """The Honcho contract, driven through the real honcho-ai SDK.
 
-Contract tests run against three backends: ``fake`` (FakeHoncho behind httpx.MockTransport),
-``fake-http`` (FakeHoncho served over real HTTP on 127.0.0.1) and ``live`` (a real Honcho server,
-opt-in: ``-m live`` with HONCHO_BASE_URL and, for the auth tests, HONCHO_API_KEY set). Each live
-test uses its own fresh workspace. Fault-injection and inspection tests are fake-only.
+Contract tests run against five backends: ``fake`` (FakeHoncho behind httpx.MockTransport),
+``fake-http`` (FakeHoncho served over real HTTP on 127.0.0.1), ``fake-semantic`` (FakeHoncho
+searching as a server with embeddings does), ``live`` (a real Honcho without embeddings) and
+``live-semantic`` (a real Honcho with them). The live ones are opt-in: ``-m live`` with
+HONCHO_BASE_URL and HONCHO_EMBED_BASE_URL set (``../shared/tools/honcho-env.sh`` starts both),
+and HONCHO_API_KEY for the auth test. Each live test uses its own fresh workspace and deletes it
+as the evaluation does. Fault-injection and inspection tests are fake-only.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +28,7 @@ import httpx
 import pytest
 from honcho.api_types import SessionPeerConfig
 
+from harness_plugin._eval._backend import delete_workspace
 from indexer.testing import MAX_MESSAGE_CHARS, FakeHoncho
 
 API_KEY = "test-key"
@@ -40,11 +45,12 @@ class Backend:
     api_key: str | None
     workspace: str
     fake: FakeHoncho | None
+    search_mode: str = "lexical"
     clients: list[httpx.Client] = field(default_factory=list)
 
     def sdk(self, *, api_key: str | None = None, timeout: float = 10.0) -> honcho.Honcho:
         """Build the SDK the way the adapter does: max_retries=0 and an explicit key."""
-        if self.name == "fake":
+        if self.base_url == MOCK_URL:
             assert self.fake is not None
             http_client = self.fake.client(MOCK_URL)
         else:
@@ -61,7 +67,7 @@ class Backend:
 
     def raw(self) -> httpx.Client:
         """A plain httpx client for requests the SDK cannot make."""
-        if self.name == "fake":
+        if self.base_url == MOCK_URL:
             assert self.fake is not None
             client = self.fake.client(MOCK_URL)
         else:
@@ -76,9 +82,10 @@ class Backend:
 
 @contextlib.contextmanager
 def _fake_backend(name: str, fake: FakeHoncho | None = None) -> Iterator[Backend]:
-    fake = fake or FakeHoncho(api_key=API_KEY)
-    if name == "fake":
-        backend = Backend(name, MOCK_URL, API_KEY, "ws", fake)
+    mode = "semantic" if name == "fake-semantic" else "lexical"
+    fake = fake or FakeHoncho(api_key=API_KEY, search_mode=mode)
+    if name in ("fake", "fake-semantic"):
+        backend = Backend(name, MOCK_URL, API_KEY, "ws", fake, mode)
         try:
             yield backend
         finally:
@@ -92,23 +99,42 @@ def _fake_backend(name: str, fake: FakeHoncho | None = None) -> Iterator[Backend
             backend.close()
 
 
-@pytest.fixture(params=["fake", "fake-http", pytest.param("live", marks=pytest.mark.live)])
-def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    if request.param != "live":
-        with _fake_backend(request.param) as found:
-            yield found
-        return
-    base_url = os.environ.get("HONCHO_BASE_URL")
+LIVE = {
+    "live": ("HONCHO_BASE_URL", "lexical"),
+    "live-semantic": ("HONCHO_EMBED_BASE_URL", "semantic"),
+}
+
+
+@contextlib.contextmanager
+def _live_backend(name: str) -> Iterator[Backend]:
+    variable, mode = LIVE[name]
+    base_url = os.environ.get(variable)
     if not base_url:
-        pytest.skip("set HONCHO_BASE_URL (and HONCHO_API_KEY) to run the live contract")
+        pytest.skip(f"set {variable} to run the live contract (tools/honcho-env.sh)")
     workspace = f"artmem-contract-{uuid.uuid4().hex[:12]}"
-    live = Backend("live", base_url, os.environ.get("HONCHO_API_KEY"), workspace, None)
+    live = Backend(name, base_url, os.environ.get("HONCHO_API_KEY"), workspace, None, mode)
     try:
         yield live
     finally:
-        with contextlib.suppress(honcho.HonchoError):
-            live.sdk().delete_workspace(workspace)
+        headers = {"Authorization": f"Bearer {live.api_key}"} if live.api_key else {}
+        with httpx.Client(base_url=base_url, headers=headers, timeout=20) as admin:
+            assert delete_workspace(admin, workspace) == []
         live.close()
+
+
+@pytest.fixture(
+    params=[
+        "fake",
+        "fake-http",
+        "fake-semantic",
+        pytest.param("live", marks=pytest.mark.live),
+        pytest.param("live-semantic", marks=pytest.mark.live),
+    ]
+)
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    opened = _live_backend if request.param in LIVE else _fake_backend
+    with opened(request.param) as found:
+        yield found
 
 
 @pytest.fixture(params=["fake", "fake-http"])
@@ -294,7 +320,9 @@ def test_invalid_ids_in_bodies_are_rejected(backend, bad_id):
     with pytest.raises(honcho.UnprocessableEntityError):
         sdk.session(bad_id)
     session = sdk.session("s-ids")
-    with pytest.raises(honcho.UnprocessableEntityError):
+    # The server validates a message's peer id only when it creates the peer, and fails there
+    # with a 500: a retryable-looking answer to a permanent error. Clients check ids first.
+    with pytest.raises(honcho.ServerError):
         session.add_messages([honcho.MessageCreateParams(peer_id=bad_id, content="x")])
 
 
@@ -359,7 +387,8 @@ def test_filter_operators_and_combinators(backend):
 
     assert contents({"peer_id": "bob"}) == ["b2"]
     assert contents({"peer_id": {"in": ["alice", "carol"]}}) == ["a1", "a3"]
-    assert contents({"peer_id": {"ne": "alice"}}) == ["b2"]
+    assert contents({"peer_id": {"icontains": "ALI"}}) == ["a1", "a3"]
+    assert contents({"NOT": [{"peer_id": "alice"}]}) == ["b2"]  # `ne` cannot say it (below)
     assert contents({"metadata": {"n": {"gte": 2}}}) == ["b2", "a3"]
     assert contents({"AND": [{"peer_id": "alice"}, {"metadata": {"n": {"lt": 3}}}]}) == ["a1"]
     assert contents({"OR": [{"peer_id": "bob"}, {"metadata": {"n": 3}}]}) == ["b2", "a3"]
@@ -370,12 +399,28 @@ def test_filter_operators_and_combinators(backend):
 
 @pytest.mark.parametrize(
     "filters",
-    [{"nonsense": 1}, {"peer_id": {"between": [1, 2]}}, {"AND": [{"bogus_field": "x"}]}],
+    [
+        {"nonsense": 1},
+        {"AND": [{"bogus_field": "x"}]},
+        {"NOT": {"peer_id": "bob"}},  # combinators take lists only
+        {"peer_id": {"ne": "alice"}},  # ordering operators on a text column compare numbers
+        {"peer_id": {"gt": "a"}},
+    ],
 )
 def test_unknown_filter_keys_are_rejected(backend, filters):
     session = backend.sdk().session("s-badfilter")
     with pytest.raises(honcho.UnprocessableEntityError):
         session.messages(filters=filters)
+
+
+def test_an_unknown_operator_fails_on_a_column_and_matches_nothing_in_metadata(backend):
+    session = backend.sdk().session("s-badop")
+    session.add_messages([backend.sdk().peer("alice").message("x", metadata={"n": 1})])
+    assert [
+        m.content for m in session.messages(filters={"metadata": {"n": {"between": [1, 2]}}})
+    ] == []
+    with pytest.raises(honcho.ServerError):
+        session.messages(filters={"peer_id": {"between": [1, 2]}})
 
 
 def test_session_search(backend):
@@ -393,11 +438,14 @@ def test_session_search(backend):
     assert {"Treatment response by cohort", "Cohort sizes per site"} <= {m.content for m in hits}
     assert all(isinstance(m, honcho.Message) for m in hits)
     filtered = session.search("cohort", filters={"metadata": {"project_id": "p1"}})
-    assert [m.content for m in filtered] == ["Treatment response by cohort"]
+    assert [m.content for m in filtered][0] == "Treatment response by cohort"
+    assert {m.metadata["project_id"] for m in filtered} == {"p1"}
     assert len(session.search("cohort", limit=1)) == 1
-    if backend.fake:
+    if backend.search_mode == "lexical":
         assert session.search("zebra") == []
         assert [m.content for m in session.search("SIZES PER")] == ["Cohort sizes per site"]
+    else:  # no similarity cut-off: every message of the session is a candidate
+        assert len(session.search("zebra")) == 3
 
 
 def test_workspace_search(backend):
@@ -478,6 +526,183 @@ def test_a_bad_key_is_401(backend):
     with pytest.raises(honcho.AuthenticationError) as info:
         sdk.peer("alice")
     assert info.value.status == 401
+
+
+def _post_each(sdk, session_id, texts, metadata=None):
+    """One request per text, so each has its own time (the messages of a request share one)."""
+    session = sdk.session(session_id)
+    alice = sdk.peer("alice")
+    for text in texts:
+        session.add_messages([alice.message(text, metadata=metadata or {})])
+    return session
+
+
+SEARCH_TEXTS = [
+    "The Quick-Brown fox jumped over the lazy dog.",
+    "A fox and a cat",
+    "heron heron heron heron",
+    "a heron by the lake",
+    "our lab reports every assay result in millimolar units",
+    "axb and 100% sure",
+    "mail a.b@example.org about it",
+    "Running runners ran quickly; genes and Gene expression",
+    "Hyperparameter sweep errors at 37C and 12.5 mM",
+]
+
+
+def _contents(hits):
+    return [m.content for m in hits]
+
+
+def test_lexical_search_rules(backend):
+    if backend.search_mode != "lexical":
+        pytest.skip("a server without embeddings")
+    sdk = backend.sdk()
+    _post_each(sdk, "s-lex", SEARCH_TEXTS)
+
+    def found(query, **kwargs):
+        return _contents(sdk.search(query, **kwargs))
+
+    # Any special character: one literal, case-insensitive substring, newest first.
+    assert found("QUICK-B") == [SEARCH_TEXTS[0]]
+    assert found("brown-quick") == []
+    assert found("fox.") == []
+    assert found("cat's") == []
+    assert found("b@ex") == [SEARCH_TEXTS[6]]
+    assert found("a_b") == [] and found("100%") == [SEARCH_TEXTS[5]]  # no wildcards
+    assert found("Which units does our lab report assay results in?") == []
+    # Otherwise every English stem of the query, in any order, or a substring.
+    assert found("Which units does our lab report assay results in") == [SEARCH_TEXTS[4]]
+    assert found("jumping foxes") == [SEARCH_TEXTS[0]]
+    assert found("fox cat") == found("cat fox") == [SEARCH_TEXTS[1]]
+    assert found("genes") == found("gene") == [SEARCH_TEXTS[7]]
+    assert found("errors") == found("hyperparam") == [SEARCH_TEXTS[8]]
+    assert found("uick") == [SEARCH_TEXTS[7], SEARCH_TEXTS[0]]  # substring only: newest first
+    assert found("the") == [SEARCH_TEXTS[3], SEARCH_TEXTS[0]]  # a stop word: substring only
+    assert found("heron") == [SEARCH_TEXTS[2], SEARCH_TEXTS[3]]  # ts_rank first
+    assert found("millimolar units assay lab telescope") == []  # AND of every stem
+    assert found("zzqx") == []
+    assert found("a", limit=3) == [SEARCH_TEXTS[8], SEARCH_TEXTS[7], SEARCH_TEXTS[6]]
+
+
+def test_lexical_search_equals_the_fakes(backend):
+    """Stems, stop words, substrings and ts_rank order, against the fake's own answers."""
+    if backend.search_mode != "lexical":
+        pytest.skip("a server without embeddings")
+    queries = [
+        "lab units", "report result", "heron lake", "fox", "dog lazy", "runner", "run",
+        "37c", "12.5", "mm", "expression genes", "every", "our", "ab", "assay results",
+    ]  # fmt: skip
+    sdk = backend.sdk()
+    _post_each(sdk, "s-same", SEARCH_TEXTS + ["lab lab units report", "units, units and labs"])
+    with _fake_backend("fake") as reference:
+        _post_each(
+            reference.sdk(),
+            "s-same",
+            SEARCH_TEXTS + ["lab lab units report", "units, units and labs"],
+        )
+        for query in queries:
+            expected = _contents(reference.sdk().search(query, limit=20))
+            assert _contents(sdk.search(query, limit=20)) == expected, query
+
+
+def test_semantic_search_has_no_cut_off(backend):
+    if backend.search_mode != "semantic":
+        pytest.skip("a server with embeddings")
+    sdk = backend.sdk()
+    _post_each(sdk, "s-sem", SEARCH_TEXTS[:4], {"k": "1"})
+    _post_each(sdk, "s-sem2", ["cohort table"], {"k": "2"})
+    # A full-text hit is in the list at once, embedded or not (embedding runs after the
+    # write, and a message without one ties with the nearest by embedding, which goes first).
+    assert "cohort table" in _contents(sdk.search("cohort table", limit=2))
+    everything = sorted(SEARCH_TEXTS[:4] + ["cohort table"])
+    # Nothing is cut once every message is embedded; the server gives no signal for that, so
+    # the live run asks again until it is (the fake embeds as it writes).
+    every = _until(
+        lambda: sorted(_contents(sdk.search("telescope astronomy", limit=10))), everything
+    )
+    assert every == everything
+    assert len(sdk.search("zzqx", limit=2)) == 2  # only the limit shortens the list
+    scoped = sdk.search("zzqx", filters={"metadata": {"k": "2"}})
+    assert _contents(scoped) == ["cohort table"]  # and the filters
+
+
+def _until(read, wanted, deadline_s=30.0):
+    """`read()` until it returns `wanted` or the deadline passes; the last answer."""
+    stop = time.monotonic() + deadline_s
+    answer = read()
+    while answer != wanted and time.monotonic() < stop:
+        threading.Event().wait(0.1)  # a remote server's background task: nothing to wait on
+        answer = read()
+    return answer
+
+
+def test_search_limits(backend):
+    client = backend.raw()
+    headers = {"Authorization": f"Bearer {backend.api_key}"} if backend.api_key else {}
+    path = f"/v3/workspaces/{backend.workspace}/search"
+    backend.sdk().peer("alice")  # the workspace exists
+    for limit in (0, 101):
+        answer = client.post(path, json={"query": "x", "limit": limit}, headers=headers)
+        assert answer.status_code == 422, limit
+    assert client.post(path, json={"query": ""}, headers=headers).json() == []
+
+
+def test_list_page_and_size_bounds(backend):
+    sdk = backend.sdk()
+    _post_each(sdk, "s-pages", ["one", "two", "three"])
+    client = backend.raw()
+    headers = {"Authorization": f"Bearer {backend.api_key}"} if backend.api_key else {}
+    path = f"/v3/workspaces/{backend.workspace}/sessions/s-pages/messages/list"
+    for query in ("size=0", "size=101", "page=0"):
+        assert client.post(f"{path}?{query}", json={}, headers=headers).status_code == 422
+    past = client.post(f"{path}?page=9&size=2", json={}, headers=headers)
+    assert past.status_code == 200 and past.json()["items"] == []
+    assert past.json()["total"] == 3 and past.json()["pages"] == 2
+
+
+def test_deletes_are_queued_and_a_workspace_with_sessions_is_refused(backend):
+    sdk = backend.sdk()
+    _post_each(sdk, "s-del", ["kept after deletion"])
+    client = backend.raw()
+    headers = {"Authorization": f"Bearer {backend.api_key}"} if backend.api_key else {}
+    ws = f"/v3/workspaces/{backend.workspace}"
+
+    def sessions():
+        listed = client.post(f"{ws}/sessions/list", json={}, headers=headers)
+        return [item["id"] for item in listed.json()["items"]]
+
+    assert client.delete(ws, headers=headers).status_code == 409
+    assert sessions() == ["s-del"]
+    assert client.delete(f"{ws}/sessions/s-del", headers=headers).status_code == 202
+    assert client.delete(f"{ws}/sessions/s-del", headers=headers).status_code == 404
+    assert client.delete(f"{ws}/sessions/never", headers=headers).status_code == 404
+    assert sessions() == []
+    # Only queued: the messages stay listed and searchable; the id cannot be used again.
+    session = honcho.Session("s-del", sdk)
+    assert _contents(session.messages()) == ["kept after deletion"]
+    assert _contents(sdk.search("kept")) == ["kept after deletion"]
+    with pytest.raises(honcho.NotFoundError):
+        sdk.session("s-del")
+    with pytest.raises(honcho.NotFoundError):
+        session.add_messages([sdk.peer("alice").message("again")])
+    assert client.delete(ws, headers=headers).status_code == 202
+    assert client.delete(ws, headers=headers).status_code == 202  # and it remains
+    assert client.post(f"{ws}/peers", json={"id": "zed"}, headers=headers).status_code == 201
+    assert client.delete(f"{ws}-never", headers=headers).status_code == 404
+
+
+def test_the_evaluations_cleanup_deletes_sessions_then_the_workspace(backend):
+    sdk = backend.sdk()
+    for index in range(3):
+        _post_each(sdk, f"s-clean-{index}", ["synthetic"])
+    client = backend.raw()
+    if backend.api_key:
+        client.headers["Authorization"] = f"Bearer {backend.api_key}"
+    assert delete_workspace(client, backend.workspace) == []
+    listed = client.post(f"/v3/workspaces/{backend.workspace}/sessions/list", json={})
+    assert listed.json()["items"] == []
+    assert delete_workspace(client, backend.workspace) == []  # again: nothing left to do
 
 
 # ============================================================================================

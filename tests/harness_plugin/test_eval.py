@@ -15,11 +15,13 @@ import tomllib
 from importlib import resources
 from pathlib import Path
 
+import honcho
+import httpx
 import pytest
 
-from cards import InvalidInput, RemoteMisconfigured, RemoteRejected
+from cards import InvalidInput, RemoteMisconfigured
 from harness_plugin import cli
-from harness_plugin._eval import _backend, evaluate
+from harness_plugin._eval import _backend, evaluate, passed, report_lines, write_report
 from harness_plugin._eval._corpus import Turn, expectations, load_corpus, parse_case
 from harness_plugin._eval._gates import gates
 from harness_plugin._eval._telemetry import CaseReport, Latency, Probe, Report, Run
@@ -202,7 +204,7 @@ def test_the_report_is_exactly_the_telemetry(report):
     document = report.model_dump(mode="json")
     assert Report.model_validate(document) == report
     assert set(document) == {"format", "backend", "recall_timeout_ms", "grace_ms", "cases",
-                             "gates", "duration_ms"}  # fmt: skip
+                             "gates", "duration_ms", "cleanup_left"}  # fmt: skip
     case = document["cases"][0]
     assert set(case) == {"case_id", "spec_case", "gates", "workspaces", "peers", "projects",
                          "runs"}  # fmt: skip
@@ -265,13 +267,51 @@ def test_live_mode_creates_and_deletes_only_its_own_workspaces(monkeypatch):
     monkeypatch.setenv("ARTMEM_EVAL_LIVE_TEST", KEY)
     fake._workspace("someone-elses")  # a workspace that must not be touched
     with fake.serve() as url:
-        with pytest.raises(RemoteRejected, match="delete them by hand"):  # the fake cannot
-            with _backend.live_backend(_honcho(url), settle_s=0) as backend:
-                ours = list(backend.workspaces.values())
-                assert all(w.startswith("artmem-eval-") for w in ours)
-                assert set(fake.workspaces()) == {"someone-elses", *ours}
-    deleted = [r.path for r in fake.requests if r.method == "DELETE"]
-    assert deleted == [f"/v3/workspaces/{w}" for w in ours]
+        with _backend.live_backend(_honcho(url), settle_s=0) as backend:
+            ours = list(backend.workspaces.values())
+            assert all(w.startswith("artmem-eval-") for w in ours)
+            assert set(fake.workspaces()) == {"someone-elses", *ours}
+            with httpx.Client(base_url=url) as http:
+                client = _admin_sdk(url, ours[0], http)
+                for name in ("s1", "s2"):  # sessions hold the workspace: 409 until deleted
+                    client.session(name).add_messages([client.peer("p").message("synthetic")])
+    assert backend.left == []
+    deleted = [(r.path, r.outcome) for r in fake.requests if r.method == "DELETE"]
+    assert deleted == [
+        (f"/v3/workspaces/{ours[0]}/sessions/s1", 202),
+        (f"/v3/workspaces/{ours[0]}/sessions/s2", 202),
+        (f"/v3/workspaces/{ours[0]}", 202),
+        (f"/v3/workspaces/{ours[1]}", 202),
+    ]
+
+
+def _admin_sdk(url: str, workspace: str, http: httpx.Client):
+    return honcho.Honcho(
+        api_key=KEY, base_url=url, workspace_id=workspace, max_retries=0, http_client=http
+    )
+
+
+def test_a_cleanup_that_fails_keeps_the_report_and_names_what_is_left(monkeypatch, tmp_path):
+    fake = FakeHoncho(api_key=KEY)
+    monkeypatch.setenv("ARTMEM_EVAL_LIVE_TEST", KEY)
+    fake.fail_next(2, status=503, kind="workspace_delete")
+    seen = []
+
+    def on_report(report):
+        deletes = [r for r in fake.requests if r.method == "DELETE"]
+        seen.append((len(deletes), list(report.cleanup_left)))
+        write_report(report, str(tmp_path / "report.json"))
+
+    with fake.serve() as url:
+        report = evaluate(_honcho(url), ["2"], settle_s=0, on_report=on_report)
+    main, second = sorted(report.cleanup_left)
+    assert main.startswith("artmem-eval-") and second.endswith("-b")
+    assert seen[0] == (0, [])  # written before anything was deleted
+    assert seen[1][1] == report.cleanup_left  # and again with what is left
+    assert passed(report)  # a cleanup is never a gate
+    written = Report.model_validate_json((tmp_path / "report.json").read_bytes())
+    assert written.cleanup_left == report.cleanup_left
+    assert "delete them by hand" in "\n".join(report_lines(report, None))
 
 
 def test_live_mode_refuses_a_workspace_that_exists(monkeypatch):
@@ -290,7 +330,6 @@ def test_live_mode_refuses_a_workspace_that_exists(monkeypatch):
 def test_live_mode_runs_cases_and_skips_those_needing_the_fake(monkeypatch):
     fake = FakeHoncho(api_key=KEY)
     monkeypatch.setenv("ARTMEM_EVAL_LIVE_TEST", KEY)
-    monkeypatch.setattr(_backend, "_delete_all", lambda backend, created: [])
     with fake.serve() as url:
         report = evaluate(_honcho(url), ["1", "2", "10"], settle_s=0)
     assert report.backend == "live"

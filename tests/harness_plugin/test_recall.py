@@ -23,9 +23,9 @@ Global user context:
 - Prefers tables as Parquet
 
 Project-scoped prior context:
-- We agreed cohorts stay at three (said by the user; session dsh_23miqcmb; 2026-11-30)
 - Noted: three cohorts. (said by the assistant; session dsh_23miqcmb; 2026-11-30)
-[/Honcho memory]"""
+- We agreed cohorts stay at three (said by the user; session dsh_23miqcmb; 2026-11-30)
+[/Honcho memory]"""  # project items by relevance: BM25 over the answers (shorter text first)
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def test_markers_of_long_idle_sessions_are_pruned(conv):
     conv.host.close()
     conv.host = conv.new_host()  # a new worker prunes at its first mark
     assert _ask(conv, "s-new", 1, "cohorts?")["inject"] is not None
-    (kept,) = markers.iterdir()
+    (kept,) = [p for p in markers.iterdir() if p.suffix in (".turn", ".tmp")]
     assert kept.name.endswith(".turn") and kept != old
     assert _ask(conv, "s-old", 1, "cohorts?")["inject"] is not None  # at worst, once more
 
@@ -138,7 +138,7 @@ def test_an_outage_fails_open_with_a_reason(conv):
 
 
 def test_a_bad_key_opens_the_circuit_instead_of_retrying(conv):
-    conv.fake.fail_next(status=401, kind="workspace_search")
+    conv.fake.fail_next(2, status=401, kind="workspace_search")  # "anything?" and "anything"
     assert _ask(conv, "s5", 1, "anything?")["reason"] == "recall.error"
     # The circuit is open: the next turn does not even try (a stale read of the first turn
     # may still finish in the background; it is abandoned, bounded by the HTTP timeout).
