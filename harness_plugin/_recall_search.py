@@ -108,7 +108,7 @@ def fuse(question: str, answers: Sequence[tuple[str, MemorySearch]]) -> list[Mem
             hits.setdefault(hit.message_id, hit)
     kept: list[MemoryHit] = []
     texts: set[str] = set()
-    for message_id in fused_order(question, ranked):
+    for message_id in fused_order(remove_placeholders(question), ranked):
         hit = hits[message_id]
         if hit.content not in texts:
             texts.add(hit.content)

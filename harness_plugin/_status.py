@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from cas import LocalCatalog
+from cards import ArtifactError
+from cas import LocalCatalog, read_small
 from harness_plugin import _views
 from harness_plugin._progress import table_lines
 from harness_plugin.config import Config
@@ -47,6 +51,13 @@ def status_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]
     }
 
 
+_SEARCH_LINES = {
+    "semantic": "semantic and lexical (the server has embeddings)",
+    "lexical": "lexical only (no embeddings: recall finds what shares a word with the question)",
+    "unknown": "not seen yet (recall shows it after its first searches)",
+}
+
+
 def _honcho_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]:
     honcho = config.honcho
     view: dict[str, object] = {"enabled": honcho.enabled}
@@ -68,12 +79,34 @@ def _honcho_view(config: Config, environ: Mapping[str, str]) -> dict[str, object
                 "invalid": stats.invalid,
                 "temp_leftovers": stats.temp_leftovers,
             },
+            "search": _search_mode(config.state_root),
             "circuit": worker.get("circuit", "closed"),
             "last_error": worker.get("last_error"),
             "worker_generation": worker.get("generation", 0),
         }
     )
     return view
+
+
+def _search_mode(state_root: str) -> str:
+    """What Honcho's search offered as recall last saw it: semantic, lexical or unknown.
+
+    Written by the worker (`harness_plugin._recall_search`); anything else there is unknown.
+    """
+    path = os.path.join(state_root, "recall", "honcho-search.json")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return "unknown"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "unknown"
+        mode = json.loads(read_small(fd, 4096)).get("search")
+    except (OSError, ValueError, AttributeError, ArtifactError):
+        return "unknown"
+    finally:
+        os.close(fd)
+    return mode if mode in ("semantic", "lexical") else "unknown"
 
 
 def status_lines(
@@ -99,6 +132,7 @@ def status_lines(
             f"{outbox['dead_letter']} dead-lettered; circuit {honcho['circuit']}, "
             f"last error {honcho['last_error'] or 'none'}"
         )
+        lines.append(f"  honcho search: {_SEARCH_LINES[str(honcho.get('search', 'unknown'))]}")
         if not honcho["api_key_present"]:
             lines.append("  warning: the Honcho API key variable is unset")
     else:

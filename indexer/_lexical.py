@@ -80,10 +80,13 @@ def shaped_queries(question: str, max_lexical: int = MAX_LEXICAL_QUERIES) -> lis
 
 
 def fused_order(question: str, answers: Sequence[Sequence[tuple[str, str]]]) -> list[str]:
-    """Fuse ranked answers of `(key, text)` pairs into the distinct keys, best first.
+    """Fuse ranked answers of `(key, text)` pairs into the relevant keys, best first.
 
-    A key ranks by BM25 of the question's stems over the distinct texts; ties (a paraphrase
-    scores 0) by the best reciprocal rank it had in any answer, then by first appearance.
+    A key ranks by BM25 of the question's stems over the distinct texts; ties by the best
+    reciprocal rank it had in any answer, then by first appearance. A text that shares no stem
+    with the question is dropped: a server with embeddings returns every message of the scope,
+    with no similarity cut-off and no score, so its order alone cannot tell a paraphrase from
+    whatever else is stored (in a scope of one message, both answers are that message).
     """
     texts: dict[str, str] = {}
     best_rank: dict[str, float] = {}
@@ -100,7 +103,8 @@ def fused_order(question: str, answers: Sequence[Sequence[tuple[str, str]]]) -> 
         )
     )
     order = {key: n for n, key in enumerate(keys)}
-    return sorted(keys, key=lambda k: (-scores[k], -best_rank[k], order[k]))
+    relevant = [key for key in keys if scores[key] > 0]
+    return sorted(relevant, key=lambda k: (-scores[k], -best_rank[k], order[k]))
 
 
 def bm25(terms: set[str], texts: Sequence[str]) -> list[float]:

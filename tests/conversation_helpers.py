@@ -74,11 +74,12 @@ class Conversation:
     capture: dict = field(default_factory=lambda: {"mode": "completed-root-turns"})
     recall: dict = field(default_factory=lambda: {"mode": "first-root-step"})
     honcho: dict = field(default_factory=dict)
+    base_url: str | None = None  # a real server instead of the fake (then `fake` is unused)
 
     def __post_init__(self) -> None:
         self.config = host_config(
             self.tmp,
-            honcho_url="http://honcho.test",
+            honcho_url=self.base_url or "http://honcho.test",
             capture=self.capture,
             recall=self.recall,
             **self.honcho,
@@ -87,7 +88,8 @@ class Conversation:
 
     def new_host(self) -> ToolHost:
         """A fresh host over the same state (as after a worker restart)."""
-        return ToolHost(Runtime(self.config, environ(), transport=self.fake.transport()))
+        transport = None if self.base_url else self.fake.transport()
+        return ToolHost(Runtime(self.config, environ(), transport=transport))
 
     def cwd(self, project_dir: str = "trial") -> str:
         return str(self.tmp / "work" / project_dir)
