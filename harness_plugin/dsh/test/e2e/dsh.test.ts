@@ -11,19 +11,16 @@
  */
 
 import assert from 'node:assert/strict'
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { after, before, describe, it } from 'node:test'
 import {
-  ARTMEM, FakeHonchoServer, KEY_ENV, honchoSession, run, runSession, toolResults, userMessages,
-  type HonchoMessage, type Layout, type Session,
+  ARTMEM, ASSISTANT_PEER, FakeHonchoServer, KEY_ENV, USER_PEER, artmemToml, honchoSession, layout, run, runSession, toolResults, userMessages,
+  type HonchoMessage, type Session,
 } from './harness.ts'
 
 const WORKSPACE = 'artmem-e2e'
-const USER_PEER = 'alice'
-const ASSISTANT_PEER = 'artmem-assistant'
 const honchoKey = 'e2e-honcho-7c1d0a'
 const EXPORT = { name: 'cohort.csv', content: 'cohort,response_rate\na,0.42\nb,0.37\n' }
 const FINGERPRINT = 'c0ffee'.repeat(10) + 'c0ff'
@@ -32,36 +29,6 @@ const ANSWER_1 = 'Recorded the cohort response table.'
 const TASK_2 = 'cohort response table'
 const ANSWER_2 = 'Found and resolved the earlier table.'
 const CRASH_RELAY = join(dirname(fileURLToPath(import.meta.url)), 'crash-relay.ts')
-
-function layout(): Layout {
-  const root = realpathSync(mkdtempSync(join(tmpdir(), 'artmem-dsh-e2e-')))
-  const projects = { trial: join(root, 'work', 'trial'), other: join(root, 'work', 'other') }
-  mkdirSync(projects.trial, { recursive: true })
-  mkdirSync(projects.other, { recursive: true })
-  return {
-    root,
-    projects,
-    artmemConfig: join(root, 'artmem.toml'),
-    rlmRoot: join(root, 'rlm'),
-    artifactRoot: join(root, 'artifacts'),
-  }
-}
-
-function artmemToml(where: Layout, baseUrl: string): string {
-  const lines = [
-    `artifact_root = "${where.artifactRoot}"`,
-    `rlm_root = "${where.rlmRoot}"`,
-    `state_root = "${join(where.root, 'state')}"`,
-    '[[projects]]', 'id = "trial-analysis"', `root = "${where.projects.trial}"`,
-    '[[projects]]', 'id = "other-project"', `root = "${where.projects.other}"`,
-    '[tools]', 'artifact_memory = true',
-  ]
-  lines.push('[honcho]', 'enabled = true', `base_url = "${baseUrl}"`, `workspace_id = "${WORKSPACE}"`,
-    `user_peer_id = "${USER_PEER}"`, `assistant_peer_id = "${ASSISTANT_PEER}"`, `api_key_env = "${KEY_ENV}"`,
-    'create_workspace = true', 'timeout_s = 5')
-  lines.push('[capture]', 'mode = "completed-root-turns"', '[recall]', 'mode = "first-root-step"')
-  return `${lines.join('\n')}\n`
-}
 
 describe('artmem inside the real DeepSeek Harness', { timeout: 600_000 }, () => {
   const where = layout()
@@ -77,7 +44,7 @@ describe('artmem inside the real DeepSeek Harness', { timeout: 600_000 }, () => 
   before(async () => {
     const started = await FakeHonchoServer.start(honchoKey)
     honcho = started.server
-    writeFileSync(where.artmemConfig, artmemToml(where, started.baseUrl))
+    writeFileSync(where.artmemConfig, artmemToml(where, started.baseUrl, WORKSPACE))
     s1 = await runSession(where, {
       project: 'trial',
       task: TASK_1,

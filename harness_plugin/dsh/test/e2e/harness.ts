@@ -6,7 +6,8 @@
 
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, realpathSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
@@ -22,6 +23,8 @@ const TSX = join(DSH_ROOT, 'node_modules/tsx/dist/esm/index.mjs')
 const DRIVER = join(DSH_ROOT, 'examples/headless-agent/tests/fixtures/headless-driver.ts')
 /** The environment variable the plugin passes to the worker, named by both configurations. */
 export const KEY_ENV = 'ARTMEM_E2E_HONCHO_KEY'
+export const USER_PEER = 'alice'
+export const ASSISTANT_PEER = 'artmem-assistant'
 
 /** A finished process. */
 export interface Finished {
@@ -133,6 +136,47 @@ export interface Layout {
 }
 
 /** One headless session to run. */
+/**
+ * A fresh directory tree for one run: two projects, the RLM, artifact and state roots.
+ * @returns where everything lives.
+ */
+export function layout(): Layout {
+  const root = realpathSync(mkdtempSync(join(tmpdir(), 'artmem-dsh-e2e-')))
+  const projects = { trial: join(root, 'work', 'trial'), other: join(root, 'work', 'other') }
+  mkdirSync(projects.trial, { recursive: true })
+  mkdirSync(projects.other, { recursive: true })
+  return {
+    root,
+    projects,
+    artmemConfig: join(root, 'artmem.toml'),
+    rlmRoot: join(root, 'rlm'),
+    artifactRoot: join(root, 'artifacts'),
+  }
+}
+
+/**
+ * The artmem configuration of a run: both projects, artifact memory, Honcho, capture and recall.
+ * @param where - the run's directories.
+ * @param baseUrl - the Honcho to use.
+ * @param workspace - its workspace (created if missing).
+ * @returns the TOML text.
+ */
+export function artmemToml(where: Layout, baseUrl: string, workspace: string): string {
+  const lines = [
+    `artifact_root = "${where.artifactRoot}"`,
+    `rlm_root = "${where.rlmRoot}"`,
+    `state_root = "${join(where.root, 'state')}"`,
+    '[[projects]]', 'id = "trial-analysis"', `root = "${where.projects.trial}"`,
+    '[[projects]]', 'id = "other-project"', `root = "${where.projects.other}"`,
+    '[tools]', 'artifact_memory = true',
+  ]
+  lines.push('[honcho]', 'enabled = true', `base_url = "${baseUrl}"`, `workspace_id = "${workspace}"`,
+    `user_peer_id = "${USER_PEER}"`, `assistant_peer_id = "${ASSISTANT_PEER}"`, `api_key_env = "${KEY_ENV}"`,
+    'create_workspace = true', 'timeout_s = 5')
+  lines.push('[capture]', 'mode = "completed-root-turns"', '[recall]', 'mode = "first-root-step"')
+  return `${lines.join('\n')}\n`
+}
+
 export interface SessionPlan {
   readonly project: 'trial' | 'other'
   readonly task: string
