@@ -50,14 +50,14 @@ def _turn(turn: int, seq: int, words: int) -> list[dict[str, object]]:
     return events
 
 
-def _host(root: str, url: str) -> ToolHost:
+def _host(root: str, url: str, workspace: str = "bench") -> ToolHost:
     os.environ["ARTMEM_BENCH_KEY"] = KEY
     project = os.path.join(root, "work")
     os.makedirs(project, exist_ok=True)
     config = config_from_mapping({
         "artifact_root": os.path.join(root, "artifacts"), "rlm_root": os.path.join(root, "rlm"),
         "state_root": os.path.join(root, "state"), "projects": [{"id": "bench", "root": project}],
-        "honcho": {"enabled": True, "base_url": url, "workspace_id": "bench",
+        "honcho": {"enabled": True, "base_url": url, "workspace_id": workspace,
                    "api_key_env": "ARTMEM_BENCH_KEY", "create_workspace": True},
         "capture": {"mode": "completed-root-turns"},
         "recall": {"mode": "first-root-step", "cache_s": 0},
