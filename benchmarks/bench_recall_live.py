@@ -22,8 +22,8 @@ import httpx  # noqa: E402
 from _common import machine_line, percentile, print_table  # noqa: E402
 from bench_conversation import _host, _turn  # noqa: E402
 
-from harness_plugin._eval._backend import delete_workspace  # noqa: E402
 from indexer import Ownership  # noqa: E402
+from indexer.testing import delete_workspace  # noqa: E402
 
 INSTANCES = (("lexical", "HONCHO_BASE_URL"), ("semantic", "HONCHO_EMBED_BASE_URL"))
 

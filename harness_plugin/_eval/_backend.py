@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Literal
 import httpx
 
 from cards import (
-    ArtifactError,
     RemoteMisconfigured,
     RemoteRejected,
     RemoteUnauthorized,
     RemoteUnavailable,
 )
 from harness_plugin._eval._transport import WatchingTransport
+from indexer.testing import delete_workspace
 
 if TYPE_CHECKING:
     from harness_plugin.config import HonchoConfig
@@ -49,7 +49,6 @@ FAKE_WORKSPACES = {"main": "artmem-eval", "second": "artmem-eval-second"}
 EPOCH = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 HOLD_LIMIT_S = 3.0  # a held fake request waits at most this long (past every recall deadline)
 ADMIN_TIMEOUT_S = 20.0
-MAX_SESSION_PAGES = 100  # 100 sessions a page: far more than a run creates
 
 
 @dataclass
@@ -153,7 +152,7 @@ def live_backend(honcho: HonchoConfig, settle_s: float) -> Iterator[Backend]:
         backend.transport.shutdown()
         with _admin(backend) as admin:
             for workspace in created:
-                backend.left += delete_workspace(admin, workspace)
+                backend.left += delete_workspace(admin, workspace)  # never raises
 
 
 def ticking_clock(start: datetime = EPOCH, step_s: float = 1.0) -> Callable[[], datetime]:
@@ -195,56 +194,15 @@ def _create(admin: httpx.Client, workspace: str) -> None:
         )
 
 
-def delete_workspace(admin: httpx.Client, workspace: str) -> list[str]:
-    """Delete `workspace` as Honcho allows: its sessions, then it; what is left, by id.
-
-    A 202 is success (the server queues the work); a 404 means already gone. Anything else
-    leaves the id in the answer, for an operator to delete by hand.
-    """
-    try:
-        sessions = _session_ids(admin, workspace)
-    except ArtifactError:
-        return [workspace]
-    left = []
-    for session in sessions:
-        try:
-            _send(admin, "DELETE", f"/v3/workspaces/{workspace}/sessions/{session}", None, 404)
-        except ArtifactError:
-            left.append(f"{workspace}/sessions/{session}")
-    try:
-        _send(admin, "DELETE", f"/v3/workspaces/{workspace}", None, 404)
-    except ArtifactError:
-        left.append(workspace)
-    return left
-
-
-def _session_ids(admin: httpx.Client, workspace: str) -> list[str]:
-    """Every active session of `workspace`, page by page (none if it is gone)."""
-    found: list[str] = []
-    for page in range(1, MAX_SESSION_PAGES + 1):
-        path = f"/v3/workspaces/{workspace}/sessions/list?page={page}&size=100"
-        answer = _send(admin, "POST", path, {}, 404)
-        body = answer.json() if answer.status_code == 200 else {}
-        items = body.get("items", []) if isinstance(body, dict) else []
-        found += [i["id"] for i in items if isinstance(i, dict) and isinstance(i.get("id"), str)]
-        if not items or page >= int(body.get("pages") or 0):
-            return found
-    return found
-
-
-def _send(
-    admin: httpx.Client, method: str, path: str, body: object, *accepted: int
-) -> httpx.Response:
+def _send(admin: httpx.Client, method: str, path: str, body: object) -> httpx.Response:
     try:
         response = admin.request(method, path, json=body)
     except httpx.HTTPError as exc:
         raise RemoteUnavailable(f"honcho is unreachable: {type(exc).__name__}") from exc
-    if response.status_code in accepted:
-        return response
     if response.status_code in (401, 403):
         raise RemoteUnauthorized("honcho refused the credentials (401/403)")
     if response.status_code >= 500:
         raise RemoteUnavailable(f"honcho answered {response.status_code}")
     if response.status_code >= 400:
-        raise RemoteRejected(f"honcho rejected {method} {path}: {response.status_code}")
+        raise RemoteRejected(f"honcho rejected {method} of a workspace: {response.status_code}")
     return response

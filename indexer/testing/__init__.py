@@ -32,24 +32,30 @@ else 401; 422 bodies carry ``{"detail": ...}``):
 * ``POST /v3/workspaces/{ws}/sessions/{s}/search`` and ``POST /v3/workspaces/{ws}/search``
   ``{"query", "filters"?, "limit"?}``: a bare list of messages.
 * ``GET /health``: ``{"status": "ok"}``.
+* ``POST /v3/workspaces/{ws}/sessions/list``: a page of the active sessions.
+* ``DELETE /v3/workspaces/{ws}/sessions/{s}``: 202, only queued: the session leaves the lists and
+  its id cannot be used again (404), its messages stay listed and searchable.
+* ``DELETE /v3/workspaces/{ws}``: 409 while a session is active, else 202 (it remains).
 
-Anything else is answered 404 (``FakeHoncho does not implement ...``).
+Anything else is answered 404 (``FakeHoncho does not implement ...``). `delete_workspace`
+deletes a workspace the way the real server allows (sessions first).
 
-Rules enforced: ids match ``^[A-Za-z0-9_-]{1,512}$`` in bodies **and in paths** (the server checks
-only bodies; the fake is stricter so a client bug surfaces in tests; the pattern already excludes
-the reserved ``scope.`` peer prefix); 1-100 messages per create; content at most 25,000 characters
-(NUL characters are then stripped); metadata a JSON object with at most 100 top-level keys and at
-most 5 levels of nested objects/arrays (the metadata object itself is level 1); unknown body keys,
-filter keys and filter operators are rejected with 422. Body validation errors are FastAPI-style
-lists that echo the offending ``input`` (content included), as FastAPI does. There are no
-idempotency keys: a repeated create stores a second copy, as the real server does.
+Rules enforced, as the server enforces them (``tests/contract`` runs the same assertions on both):
+ids match ``^[A-Za-z0-9_-]{1,512}$`` in bodies (an invalid peer id inside a message is the
+server's 500); 1-100 messages per create; content at most 25,000 characters (NUL characters are
+then stripped); metadata a JSON object with at most 100 top-level keys and at most 5 levels of
+nested objects/arrays (the metadata object itself is level 1); unknown body keys and filter
+columns are a 422, ``AND``/``OR``/``NOT`` take lists, an ordering operator on a text column is a
+422 and an unknown operator on a column the server's 500 (in metadata it is a literal to
+contain). Body validation errors are FastAPI-style lists that echo the offending ``input``
+(content included), as FastAPI does. There are no idempotency keys: a repeated create stores a
+second copy, as the real server does. Search is the server's (``_text_search`` says how, with
+and without embeddings).
 
-Simplifications, deliberately documented:
+Where the fake departs from the server, all of it: it has no embedding model (its semantic mode
+ranks by a trigram stand-in); it also validates ids in paths, where the server checks only
+bodies, so a client bug surfaces in tests; and it simplifies as follows.
 
-* Search is keyword only and unranked: a query containing punctuation (``-`` and ``_`` included)
-  is a case-insensitive substring match on the content; otherwise every query word, lower-cased,
-  minus a few English stop words, must occur as a whole word of the content, where a trailing
-  plural ``s`` is ignored (no other stemming, no embeddings). Hits come back in insertion order.
 * Filters: ``{"metadata": {...}}`` is JSONB containment (a nested object matches if contained, a
   list means "contains these elements"); a metadata key whose value is an object made only of
   operators applies those operators to that key. Top-level fields ``workspace_id``,
@@ -87,6 +93,7 @@ shared by threads and by the HTTP server's handler threads.
 
 from __future__ import annotations
 
+from indexer.testing._cleanup import delete_workspace
 from indexer.testing._fake import FakeHoncho
 from indexer.testing._model import (
     DEFAULT_API_KEY,
@@ -111,4 +118,5 @@ __all__ = [
     "Outcome",
     "RecordedRequest",
     "RouteKind",
+    "delete_workspace",
 ]

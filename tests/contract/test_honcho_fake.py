@@ -28,8 +28,7 @@ import httpx
 import pytest
 from honcho.api_types import SessionPeerConfig
 
-from harness_plugin._eval._backend import delete_workspace
-from indexer.testing import MAX_MESSAGE_CHARS, FakeHoncho
+from indexer.testing import MAX_MESSAGE_CHARS, FakeHoncho, delete_workspace
 
 API_KEY = "test-key"
 MOCK_URL = "http://honcho.test"

@@ -20,11 +20,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness_plugin._caller import Caller
-from harness_plugin._eval._backend import delete_workspace
 from harness_plugin._status import _search_mode
 from indexer import MemoryHit, MemorySearch, fused_order, shaped_queries
 from indexer._lexical import MAX_LEXICAL_QUERIES, SPECIAL
-from indexer.testing import FakeHoncho
+from indexer.testing import FakeHoncho, delete_workspace
 
 SAID = "Our lab reports every assay result in millimolar units."
 ASKED = "Which units does our lab report assay results in?"

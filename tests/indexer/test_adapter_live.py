@@ -20,7 +20,6 @@ from honcho_helpers import KEY, settings
 
 from cards import RemoteMisconfigured
 from cards._ids import artifact_id_for_bytes, honcho_session_id
-from harness_plugin._eval._backend import delete_workspace
 from indexer import (
     HonchoMemoryService,
     OutboundMessage,
@@ -28,7 +27,7 @@ from indexer import (
     cards_session_id,
     message_fingerprint,
 )
-from indexer.testing import FakeHoncho
+from indexer.testing import FakeHoncho, delete_workspace
 
 LIVE = {"live": "HONCHO_BASE_URL", "live-semantic": "HONCHO_EMBED_BASE_URL"}
 PROJECT = "trial-analysis"
