@@ -466,7 +466,7 @@ class LocalCatalog:
         head = None if raw is None or raw == self._distrust else files.decode(raw, Head)
         if head is None or (head.format, head.project, head.max_cards) != self._identity:
             return False
-        if not head.generation.startswith(files.GENERATION_PREFIX) or "/" in head.generation:
+        if not files.GENERATION.fullmatch(head.generation):
             return False
         index_dir = os.path.join(self.path, head.generation)
         if not files.verify(index_dir, head.manifest):
@@ -496,8 +496,10 @@ class LocalCatalog:
         raw = files.read_file(os.path.join(self.path, files.TABLE), files.MAX_TABLE_BYTES)
         if raw is None or files.digest_of(raw) != self._head.table:
             return None
-        self._table = files.decode(raw, Table)
-        self._table_digest = self._head.table
+        table = files.decode(raw, Table)
+        if table is None or not files.valid_table(table):
+            return None
+        self._table, self._table_digest = table, self._head.table
         return self._table
 
     # -- search ----------------------------------------------------------------------------

@@ -44,6 +44,7 @@ _WRITER_HEAP = 32_000_000  # tantivy's floor is 15 MB per thread
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ALPHABET = {c: n for n, c in enumerate(sorted("abcdefghijklmnopqrstuvwxyz234567"))}
 _PREFIX = re.compile(r"([^\W_]+)\*")
+_EXPERIMENT_ID = re.compile(r"exp_[a-z2-7]{52}")
 _EXACT = ("id", "artifact", "fingerprint", "tag", "version")
 
 
@@ -221,7 +222,10 @@ class Engine:
         return [hit for hit, _, _ in keyed[:limit]]
 
     def _id(self, address: object) -> str:
-        return str(self._searcher.doc(address)["id"][0])
+        value = self._searcher.doc(address).get_first("id")
+        if not isinstance(value, str) or not _EXPERIMENT_ID.fullmatch(value):
+            raise CatalogDamaged("the catalog index holds a document that is not a card's")
+        return value
 
     def _exact_query(self, text: str) -> tantivy.Query:
         probes = (text, text, text, text.casefold(), text)

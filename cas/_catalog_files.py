@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import stat
 from collections.abc import Iterator, Mapping
@@ -51,6 +52,10 @@ _LOCK_FILES = frozenset({".tantivy-writer.lock", ".tantivy-meta.lock"})
 _MUTABLE = frozenset({"meta.json", ".managed.json"})
 
 T = TypeVar("T")
+# What tantivy names its files (segment uuids, `meta.json`, `.managed.json`) and our generations.
+_NAME = re.compile(r"\.?[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+GENERATION = re.compile(r"g-[0-9a-f]{16}")
+_CARD_NAME = re.compile(r"exp_[a-z2-7]{52}\.json")
 
 
 class Head(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
@@ -106,6 +111,11 @@ def decode(raw: bytes, kind: type[T]) -> T | None:
         return msgspec.msgpack.decode(payload, type=kind)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def valid_table(table: Table) -> bool:
+    """Whether every row names a card file (a table's names reach the store's card reads)."""
+    return all(_CARD_NAME.fullmatch(name) for name in table)
 
 
 def read_file(path: str, max_bytes: int) -> bytes | None:
@@ -220,7 +230,9 @@ def manifest(index_dir: str, previous: Mapping[str, tuple[int, str]]) -> dict[st
 
 def verify(index_dir: str, files: Mapping[str, tuple[int, str]]) -> bool:
     """Whether `index_dir` holds exactly the regular files `files` names, byte for byte."""
-    if sum(size for size, _ in files.values()) > MAX_INDEX_BYTES:
+    if not all(_NAME.fullmatch(name) for name in files):
+        return False
+    if sum(max(size, 0) for size, _ in files.values()) > MAX_INDEX_BYTES:
         return False
     try:
         st = os.lstat(index_dir)
