@@ -517,16 +517,15 @@ class LocalCatalog:
         """
         text = checked_query(query, limit)
         hits: list[SearchHit] = []
-        for attempt in range(2):
+        for attempt in range(3):
             if self._engine is None:
                 return hits
             try:
                 ranking = ranked(self._engine, text, limit)
             except CatalogDamaged:
-                if attempt:
+                if attempt == 2:
                     raise
-                self._distrust, self._engine = self._head_raw, None
-                self.refresh(force=True)
+                self._rebuild_now()
                 continue
             cards = self.store.load_cards([key for key, _, _ in ranking])
             found = (
@@ -534,9 +533,17 @@ class LocalCatalog:
                 for (_, score, exact), card in zip(ranking, cards, strict=True)
             )
             hits = [hit for hit in found if hit is not None]
-            if len(hits) == len(ranking) or attempt or not self.refresh(force=True):
+            if len(hits) == len(ranking) or attempt == 2:
                 break
+            # Behind the card files: catch up; still behind after that: not what we wrote.
+            if attempt == 1 or not self.refresh(force=True):
+                self._rebuild_now()
         return hits
+
+    def _rebuild_now(self) -> None:
+        """Distrust the current index: the next refresh builds one from the card files."""
+        self._distrust, self._engine = self._head_raw or b"-", None
+        self.refresh(force=True)
 
     def get(self, experiment_id: str) -> ExperimentCardV1 | None:
         """The indexed card with this id, as its file holds it now; None if not indexed."""

@@ -34,7 +34,7 @@ __all__ = ["FORMAT", "CatalogDamaged", "Engine", "normalized", "order_key", "wor
 
 # Bumped whenever the schema or what goes into a document changes: an index of another format or
 # tantivy version is rebuilt, never read.
-FORMAT = f"artmem-catalog 8 tantivy {tantivy.__version__}"
+FORMAT = f"artmem-catalog 8, {getattr(tantivy, '__version__', 'tantivy ?')}"
 MAX_QUERY_TOKENS = 32
 MAX_PREFIXES = 4
 MAX_EXPANSIONS = 64
@@ -107,6 +107,20 @@ def _translated(doing: str) -> Iterator[None]:
         raise CatalogDamaged(f"the catalog index could not be {doing}") from exc
 
 
+def _trim() -> None:
+    """Hand the writer's freed heap back to the system.
+
+    tantivy indexes on a thread of its own; glibc gives each such thread a malloc arena and
+    keeps what was freed in it, so without this every write would leave up to its heap
+    (`_WRITER_HEAP`) behind in a long-lived process.
+    """
+    import ctypes
+
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only
+    if trim is not None:
+        trim(0)
+
+
 class Engine:
     """One tantivy index (a directory, or in memory): documents, commits and ranked lookups."""
 
@@ -169,6 +183,9 @@ class Engine:
             with contextlib.suppress(Exception):
                 writer.rollback()
             raise
+        finally:
+            del writer
+            _trim()
         self.reload()
 
     def exact(self, text: str, limit: int) -> list[str]:
@@ -199,7 +216,9 @@ class Engine:
             top = float(best[0][0])
             return [(self._id(address), min(float(score) / top, 1.0)) for score, address in hits]
 
-    def _top(self, query: tantivy.Query, limit: int, *, by_recency: bool) -> list[tuple[float, object]]:
+    def _top(
+        self, query: tantivy.Query, limit: int, *, by_recency: bool
+    ) -> list[tuple[float, tantivy.DocAddress]]:
         """The best `limit` hits by (score or recency, recency, smaller id).
 
         Fetches one more than asked; while the last one fetched ties with the limit's, more are
@@ -221,7 +240,7 @@ class Engine:
         )
         return [hit for hit, _, _ in keyed[:limit]]
 
-    def _id(self, address: object) -> str:
+    def _id(self, address: tantivy.DocAddress) -> str:
         value = self._searcher.doc(address).get_first("id")
         if not isinstance(value, str) or not _EXPERIMENT_ID.fullmatch(value):
             raise CatalogDamaged("the catalog index holds a document that is not a card's")
@@ -305,4 +324,3 @@ class Writer:
         """Remove every document."""
         with _translated("written"):
             self._writer.delete_all_documents()
-

@@ -157,13 +157,24 @@ def make_dir(path: str) -> None:
     Raises:
         StoreIOError: it could not be created, or is not a directory of ours.
     """
+    parent = os.path.dirname(path)
     try:
-        os.makedirs(path, mode=_fs.DIR_MODE, exist_ok=True)
+        os.makedirs(os.path.dirname(parent), mode=_fs.DIR_MODE, exist_ok=True)
+        for level in (parent, path):  # anything else in their place is ours to replace
+            with contextlib.suppress(FileNotFoundError):
+                if not _own_dir(os.lstat(level)):
+                    _remove(level)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(level, _fs.DIR_MODE)
         st = os.lstat(path)
     except OSError as exc:
         raise StoreIOError(f"cannot create the catalog directory: {exc.strerror}") from exc
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+    if not _own_dir(st):
         raise StoreIOError("the catalog directory is not a directory of this user")
+
+
+def _own_dir(st: os.stat_result) -> bool:
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
 
 
 @contextlib.contextmanager

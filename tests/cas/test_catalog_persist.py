@@ -189,7 +189,12 @@ def test_processes_that_read_and_write_one_catalog_together_leave_it_whole(ws, t
     saved = LocalCatalog(store, state)  # one whole index, as some process wrote it
     head = _head(saved)
     assert files.verify(os.path.join(saved.path or "", head.generation), head.manifest)
-    assert set(os.listdir(saved.path or "")) == {files.HEAD, files.TABLE, files.LOCK, head.generation}
+    assert set(os.listdir(saved.path or "")) == {
+        files.HEAD,
+        files.TABLE,
+        files.LOCK,
+        head.generation,
+    }
     catalog = LocalCatalog.open(store, state)
     assert catalog.last_refresh in {"", "log"}
     assert sorted(hit_ids(catalog.search("cohort", 20))) == sorted(c.experiment_id for c in cards)
