@@ -27,7 +27,7 @@ from cards.lazy import lazy_exports as _lazy_exports
 if TYPE_CHECKING:
     from cas._bucket import BucketSettings, BucketStore
     from cas._bucket._migrate import migrate
-    from cas._catalog import Catalog, LocalCatalog, SearchHit
+    from cas._catalog import Catalog, CatalogCheck, LocalCatalog, SearchHit
     from cas._fs import atomic_write, make_dirs, open_dir, read_small, write_new
     from cas._fsck import FsckReport, fsck
     from cas._interface import Store
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "Catalog": "cas._catalog",
     "SearchHit": "cas._catalog",
+    "CatalogCheck": "cas._catalog",
     "LocalCatalog": "cas._catalog",
     "atomic_write": "cas._fs",
     "make_dirs": "cas._fs",
@@ -64,6 +65,7 @@ __all__ = [
     "BucketSettings",
     "BucketStore",
     "Catalog",
+    "CatalogCheck",
     "FsckReport",
     "IntegrityMode",
     "LocalCatalog",

@@ -43,7 +43,14 @@ if TYPE_CHECKING:
     from cas._cardfiles import CardChanges, CardRead, CardStamp
     from cas._layout import ProjectLayout
 
-__all__ = ["EXACT_KINDS", "MAX_QUERY_CHARS", "Catalog", "LocalCatalog", "SearchHit"]
+__all__ = [
+    "EXACT_KINDS",
+    "MAX_QUERY_CHARS",
+    "Catalog",
+    "CatalogCheck",
+    "LocalCatalog",
+    "SearchHit",
+]
 
 CATALOG_DIR = "catalog"
 MAX_QUERY_CHARS = 1_000
@@ -62,6 +69,22 @@ class SearchHit(msgspec.Struct, frozen=True):
     card: ExperimentCardV1
     score: float
     exact: tuple[str, ...]
+
+
+class CatalogCheck(msgspec.Struct, frozen=True):
+    """What `fsck` found comparing the index with the card files (experiment ids only)."""
+
+    indexed: int
+    missing: list[str]  # valid cards the index lacks
+    extra: list[str]  # indexed cards no valid card file holds
+    stale: list[str]  # indexed as another version than their file's
+    rebuilt: bool = False  # the saved index was missing or damaged, and was built afresh
+    repaired: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether the index holds exactly what the card files say."""
+        return not (self.missing or self.extra or self.stale)
 
 
 class CardSource(Protocol):
@@ -475,6 +498,8 @@ class LocalCatalog:
             engine = Engine.open(index_dir)
         except CatalogDamaged:
             return False
+        if len(engine) != min(head.cards, head.max_cards):
+            return False  # not the index this head was written with
         self._head, self._head_raw, self._engine = head, raw or b"", engine
         if head.table != self._table_digest:
             self._table = None
@@ -501,6 +526,39 @@ class LocalCatalog:
             return None
         self._table, self._table_digest = table, self._head.table
         return self._table
+
+    # -- fsck ------------------------------------------------------------------------------
+
+    def check(self, *, repair: bool = False) -> CatalogCheck:
+        """Compare the index, caught up as a search would, with every card file read afresh.
+
+        A damaged saved index is rebuilt by the catch-up (reported, not a problem); cards
+        the index holds differently from their files are. `repair` rebuilds the index then.
+        """
+        rebuilt = self.refresh() and self.last_refresh == "build"
+        expected = self._expected()
+        actual = {} if self._engine is None else self._engine.all_ids()
+        found = CatalogCheck(
+            indexed=len(actual),
+            missing=sorted(expected.keys() - actual.keys()),
+            extra=sorted(actual.keys() - expected.keys()),
+            stale=sorted(k for k in expected.keys() & actual.keys() if expected[k] != actual[k]),
+            rebuilt=rebuilt,
+        )
+        if repair and not found.ok:
+            self._rebuild_now()
+            return msgspec.structs.replace(self.check(), repaired=True)
+        return found
+
+    def _expected(self) -> dict[str, int]:
+        """Experiment id -> `updated` of the newest `cards_per_project` valid card files."""
+        valid = {
+            read.card.experiment_id: order_key(read.card)
+            for read in self.store.read_cards()
+            if read.card is not None and not isinstance(read.card, ArtifactError)
+        }
+        kept = heapq.nsmallest(self._identity[2], valid, key=lambda k: (-valid[k][0], valid[k][1]))
+        return {key: valid[key][0] for key in kept}
 
     # -- search ----------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -198,3 +199,40 @@ def test_processes_that_read_and_write_one_catalog_together_leave_it_whole(ws, t
     catalog = LocalCatalog.open(store, state)
     assert catalog.last_refresh in {"", "log"}
     assert sorted(hit_ids(catalog.search("cohort", 20))) == sorted(c.experiment_id for c in cards)
+
+
+def test_fsck_finds_an_index_that_differs_from_the_cards_and_repair_rebuilds_it(ws, tmp_path):
+    store = ws.store()
+    changed, gone, _ = (record_numbered(ws, store, n, title="Quokka census") for n in range(3))
+    settle(ws, store)
+    state = str(tmp_path / "state")
+    assert LocalCatalog.open(store, state).check().ok
+    cards = cards_dir(ws, store)
+    version = cards.stat()
+    path = cards / f"{changed.experiment_id}.json"
+    before = path.stat()
+    # Behind the store's back: rewritten in place, and removed, the version left as it was.
+    document = json.loads(path.read_bytes())
+    document["updated_at"] = "2099-01-01T00:00:00Z"
+    path.write_text(json.dumps(document))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    (cards / f"{gone.experiment_id}.json").unlink()
+    os.utime(cards, ns=(version.st_atime_ns, version.st_mtime_ns))
+    found = LocalCatalog.open(store, state).check()
+    assert not found.ok
+    assert (found.missing, found.extra) == ([], [gone.experiment_id])
+    assert found.stale == [changed.experiment_id]
+    repaired = LocalCatalog.open(store, state).check(repair=True)
+    assert repaired.ok and repaired.repaired and repaired.indexed == 2
+    assert LocalCatalog.open(store, state).check().ok
+
+
+def test_fsck_rebuilds_a_damaged_index_and_says_so(ws, tmp_path):
+    store = ws.store()
+    record_numbered(ws, store, 1)
+    state = str(tmp_path / "state")
+    catalog = LocalCatalog.open(store, state)
+    (Path(catalog.path or "") / files.HEAD).write_bytes(b"junk")
+    found = LocalCatalog(store, state).check()
+    assert found.ok and found.rebuilt and found.indexed == 1
+    assert LocalCatalog(store, state).check().rebuilt is False
