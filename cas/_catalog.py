@@ -384,12 +384,14 @@ class LocalCatalog:
             changed |= _forget(table, name, deletes)
         self._bound(table, puts, deletes)
         mark = None if changes.mark is None else changes.mark.plain()
-        if not changed and not puts and not deletes and (token, mark) == (head.token, head.mark):
+        if not changed and not puts and not deletes:
+            if (token, mark) != (head.token, head.mark):
+                self._save(table, token, mark, same_table=True)  # a new version, nothing else
             return False
         with engine.writing() as writer:
             _write(writer, puts, deletes)
         self._save(table, token, mark)
-        return changed or bool(puts or deletes)
+        return True
 
     def _rebuild(self, token: str | None) -> None:
         """Index every card file afresh (streamed: one parsed card at a time)."""
@@ -450,9 +452,15 @@ class LocalCatalog:
         return Engine.create(os.path.join(self.path, generation)), generation
 
     def _save(
-        self, table: Table, token: str | None, mark: object, generation: str | None = None
+        self,
+        table: Table,
+        token: str | None,
+        mark: object,
+        generation: str | None = None,
+        *,
+        same_table: bool = False,
     ) -> None:
-        """Record what the index now holds: the table, then the head that names it."""
+        """Record what the index now holds: the table (unless `same_table`), then the head."""
         valid = [row for row in table.values() if row.problem is None]
         previous = self._head
         if generation is None:
@@ -473,9 +481,12 @@ class LocalCatalog:
             index_dir = os.path.join(self.path, generation)
             old = {} if previous is None or previous.generation != generation else previous.manifest
             head.manifest = files.manifest(index_dir, old)
-            raw_table = files.encode(table)
-            head.table = self._table_digest = files.digest_of(raw_table)
-            files.write_file(os.path.join(self.path, files.TABLE), raw_table)
+            if same_table and previous is not None:
+                head.table = previous.table
+            else:
+                raw_table = files.encode(table)
+                head.table = self._table_digest = files.digest_of(raw_table)
+                files.write_file(os.path.join(self.path, files.TABLE), raw_table)
             self._head_raw = files.encode(head)
             files.write_file(os.path.join(self.path, files.HEAD), self._head_raw)
             if previous is None or previous.generation != generation:
