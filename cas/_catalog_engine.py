@@ -1,12 +1,12 @@
 """The tantivy edge: the only module that imports `tantivy`; one index of one project's cards.
 
-One document per indexed card. Exact fields hold raw terms (experiment id, artifact id, query
-fingerprint, casefolded tags, source version). One text field holds the descriptive words,
+One document per indexed card. The exact values (experiment id, artifact id, query fingerprint,
+casefolded tags, source version) are indexed as 64-bit keys of (kind, value). One text field holds the descriptive words,
 English-stemmed: title and tags twice, summary, columns and source once, so a title or tag word
 counts twice in tantivy's BM25 (k1 = 1.2, b = 0.75) as it always did here. Text is NFKC-normalised
 and casefolded in Python first ("Straße" finds "STRASSE"). Fast fields: `updated` (microseconds)
 and `rank` (the experiment id's first 60 bits, in string order) break ties: the most recently
-updated card first, then the smaller experiment id. Only the experiment id is stored.
+updated card first, then the smaller experiment id. Only the experiment id is stored (bytes).
 
 A person's text never becomes query syntax: queries are built term by term from the analyser's
 tokens (at most `MAX_QUERY_TOKENS`), and a word ending in `*` also matches the first
@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import tantivy
+import xxhash
 
 from cards.errors import StoreIOError
 
@@ -45,7 +46,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ALPHABET = {c: n for n, c in enumerate(sorted("abcdefghijklmnopqrstuvwxyz234567"))}
 _PREFIX = re.compile(r"([^\W_]+)\*")
 _EXPERIMENT_ID = re.compile(r"exp_[a-z2-7]{52}")
-_EXACT = ("id", "artifact", "fingerprint", "tag", "version")
+# Exact values are indexed as 64-bit hashes of (kind, value), a sixth of their text's size;
+# a hit is confirmed against its card file, so a collision could only drop it.
+_EXACT = ("experiment_id", "artifact_id", "query_fingerprint", "tag", "source_version")
 
 
 class CatalogDamaged(StoreIOError):
@@ -60,9 +63,8 @@ def _analyzer() -> tantivy.TextAnalyzer:
 
 def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
-    builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
-    for name in _EXACT[1:]:
-        builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
+    builder.add_bytes_field("id", stored=True)  # only read back: found by its `exact` key
+    builder.add_unsigned_field("exact", indexed=True)
     builder.add_text_field("text", tokenizer_name="en_stem", index_option="freq")
     builder.add_integer_field("updated", fast=True)
     builder.add_unsigned_field("rank", fast=True)
@@ -78,6 +80,15 @@ def normalized(text: str) -> str:
     if not text.isascii():  # ASCII text is already in NFKC
         text = unicodedata.normalize("NFKC", text)
     return text.casefold()
+
+
+def _exact_key(kind: str, value: str) -> int:
+    return xxhash.xxh3_64_intdigest(f"{kind}\0{value}".encode())
+
+
+def _id_query(experiment_id: str) -> tantivy.Query:
+    # A query, not `delete_documents_by_term`: tantivy-py makes that term an i64, never found.
+    return tantivy.Query.term_query(_SCHEMA, "exact", _exact_key(_EXACT[0], experiment_id))
 
 
 def words(text: str) -> list[str]:
@@ -204,15 +215,17 @@ class Engine:
             words = self._words_query(text)
             if words is None:
                 return []
-            best = self._searcher.search(words, 1, count=False).hits
-            if not best:
-                return []
             query = words
-            if skip_exact:
+            if skip_exact:  # the best score is still the best of all, exact hits included
+                best = self._searcher.search(words, 1, count=False).hits
                 query = tantivy.Query.boolean_query(
                     [(tantivy.Occur.Must, words), (tantivy.Occur.MustNot, self._exact_query(text))]
                 )
             hits = self._top(query, limit, by_recency=False)
+            if not skip_exact:
+                best = hits[:1]
+            if not best:
+                return []
             top = float(best[0][0])
             return [(self._id(address), min(float(score) / top, 1.0)) for score, address in hits]
 
@@ -241,19 +254,16 @@ class Engine:
         return [hit for hit, _, _ in keyed[:limit]]
 
     def _id(self, address: tantivy.DocAddress) -> str:
-        value = self._searcher.doc(address).get_first("id")
-        if not isinstance(value, str) or not _EXPERIMENT_ID.fullmatch(value):
+        raw = self._searcher.doc(address).get_first("id")
+        value = raw.decode("ascii", "replace") if isinstance(raw, bytes) else ""
+        if not _EXPERIMENT_ID.fullmatch(value):
             raise CatalogDamaged("the catalog index holds a document that is not a card's")
         return value
 
     def _exact_query(self, text: str) -> tantivy.Query:
         probes = (text, text, text, text.casefold(), text)
-        return tantivy.Query.boolean_query(
-            [
-                (tantivy.Occur.Should, tantivy.Query.term_query(_SCHEMA, field, probe))
-                for field, probe in zip(_EXACT, probes, strict=True)
-            ]
-        )
+        values = sorted({_exact_key(kind, probe) for kind, probe in zip(_EXACT, probes, strict=True)})
+        return tantivy.Query.term_set_query(_SCHEMA, "exact", values)
 
     def _words_query(self, text: str) -> tantivy.Query | None:
         """Each distinct stemmed word of `text` a term, each `word*` its expansions; or None."""
@@ -271,7 +281,7 @@ class Engine:
 
     def has(self, experiment_id: str) -> bool:
         """Whether a card of this experiment id is indexed."""
-        query = tantivy.Query.term_query(_SCHEMA, "id", experiment_id)
+        query = _id_query(experiment_id)
         with _translated("searched"):
             return bool(self._searcher.search(query, 1, count=False).hits)
 
@@ -302,12 +312,12 @@ class Writer:
         updated, rank = order_key(card)
         heavy = normalized("\n".join([card.title, *card.tags]))
         body = normalized("\n".join([card.summary, *card.columns, card.source]))
+        exact = [card.experiment_id, card.artifact.artifact_id, card.query_fingerprint]
+        keys = [*zip(_EXACT, exact), *(("tag", tag.casefold()) for tag in card.tags)]
+        keys.append(("source_version", card.source_version))
         fields: dict[str, object] = {
-            "id": card.experiment_id,
-            "artifact": card.artifact.artifact_id,
-            "fingerprint": card.query_fingerprint,
-            "tag": [tag.casefold() for tag in card.tags],
-            "version": card.source_version,
+            "id": card.experiment_id.encode("ascii"),
+            "exact": sorted({_exact_key(kind, value) for kind, value in keys}),
             "text": [heavy, heavy, body],
             "updated": updated,
             "rank": rank,
@@ -318,7 +328,7 @@ class Writer:
     def delete(self, experiment_id: str) -> None:
         """Remove the document of `experiment_id`, if any."""
         with _translated("written"):
-            self._writer.delete_documents_by_term("id", experiment_id)
+            self._writer.delete_documents_by_query(_id_query(experiment_id))
 
     def clear(self) -> None:
         """Remove every document."""
