@@ -1,9 +1,10 @@
 """The tantivy edge: the only module that imports `tantivy`; one index of one project's cards.
 
 One document per indexed card. The exact values (experiment id, artifact id, query fingerprint,
-casefolded tags, source version) are indexed as 64-bit keys of (kind, value). One text field holds the descriptive words,
-English-stemmed: title and tags twice, summary, columns and source once, so a title or tag word
-counts twice in tantivy's BM25 (k1 = 1.2, b = 0.75) as it always did here. Text is NFKC-normalised
+casefolded tags, source version) are indexed as 64-bit keys of (kind, value). One text field
+holds the descriptive words, English-stemmed: title and tags twice, summary, columns and source
+once, so a title or tag word counts twice in tantivy's BM25 (k1 = 1.2, b = 0.75) as it always
+did here. Text is NFKC-normalised
 and casefolded in Python first ("Straße" finds "STRASSE"). Fast fields: `updated` (microseconds)
 and `rank` (the experiment id's first 60 bits, in string order) break ties: the most recently
 updated card first, then the smaller experiment id. Only the experiment id is stored (bytes).
@@ -321,9 +322,13 @@ class Writer:
         updated, rank = order_key(card)
         heavy = normalized("\n".join([card.title, *card.tags]))
         body = normalized("\n".join([card.summary, *card.columns, card.source]))
-        exact = [card.experiment_id, card.artifact.artifact_id, card.query_fingerprint]
-        keys = [*zip(_EXACT, exact), *(("tag", tag.casefold()) for tag in card.tags)]
-        keys.append(("source_version", card.source_version))
+        keys = [
+            ("experiment_id", card.experiment_id),
+            ("artifact_id", card.artifact.artifact_id),
+            ("query_fingerprint", card.query_fingerprint),
+            ("source_version", card.source_version),
+            *(("tag", tag.casefold()) for tag in card.tags),
+        ]
         fields: dict[str, object] = {
             "id": card.experiment_id.encode("ascii"),
             "exact": sorted({_exact_key(kind, value) for kind, value in keys}),
