@@ -343,8 +343,3 @@ class Writer:
         """Remove the document of `experiment_id`, if any."""
         with _translated("written"):
             self._writer.delete_documents_by_query(_id_query(experiment_id))
-
-    def clear(self) -> None:
-        """Remove every document."""
-        with _translated("written"):
-            self._writer.delete_all_documents()

@@ -32,6 +32,7 @@ import xxhash
 
 from cards.errors import ArtifactError, StoreIOError
 from cas import _fs
+from cas._card_log import LogMark
 
 HEAD = "head"
 TABLE = "table"
@@ -68,7 +69,7 @@ class Head(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     manifest: dict[str, tuple[int, str]]  # file name -> (size, xxh3-64 hex)
     table: str  # the table file's xxh3-64 hex: a table of another save is not this one's
     token: str | None  # the store's cards version the index is true of
-    mark: tuple[int, int, bytes, int, bytes] | None  # the card log mark (`LogMark.plain`)
+    mark: LogMark | None  # how far the card log was read
     cards: int
     skipped: int
     states: dict[str, int]
