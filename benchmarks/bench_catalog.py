@@ -114,7 +114,6 @@ def host(args: argparse.Namespace, work: Path) -> None:
     queries = [q.text for q in mix]
     kinds = [q.kind for q in mix]
     passes = [_pass(LocalCatalog.open(store, state).search, queries) for _ in range(args.runs)]
-    ranking = [_pass(_ranking(LocalCatalog.open(store, state)), queries) for _ in range(args.runs)]
     size = sum(path.stat().st_size for path in index.rglob("*") if path.is_file())
     print(
         f"host: {args.cards:,} cards, {len(queries)} queries, limit {LIMIT}, "
@@ -130,7 +129,6 @@ def host(args: argparse.Namespace, work: Path) -> None:
     _row(f"open after {args.changed} changed cards", _spread(changed, "s"))
     _row("  found the changed cards by", ", ".join(sorted(set(ways))))
     _percentiles("search, hits re-read from disk", passes, kinds)
-    _percentiles("the index's ranking alone", ranking, kinds)
     _new_process(args, store, state, queries)
 
 
@@ -158,15 +156,6 @@ def _new_process(
         resident.append(int(done.stdout) / 1024)
     _row("a new process: import, open, search", _spread(seconds, "s"), "< 0.1 s")
     _row("  its peak RSS", _spread(resident, "MiB"), "< 64 MiB")
-
-
-def _ranking(catalog: LocalCatalog) -> Callable[[str, int], object]:
-    """The index's answer (ids and scores), without re-reading and validating the hit cards."""
-    from cas._catalog import checked_query, ranked
-
-    engine = catalog._engine
-    assert engine is not None
-    return lambda query, limit: ranked(engine, checked_query(query, limit), limit)
 
 
 def _env() -> dict[str, str]:
