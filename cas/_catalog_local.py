@@ -369,7 +369,10 @@ class LocalCatalog:
         """Compare the index, caught up as a search would, with every card file read afresh.
 
         A damaged saved index is rebuilt by the catch-up (reported, not a problem); cards
-        the index holds differently from their files are. `repair` rebuilds the index then.
+        the index holds differently from their files are. `repair` rebuilds the index from
+        the card files whatever was found (it also mends what a comparison of ids cannot see,
+        such as postings of an index damaged and given matching checksums); the findings are
+        those from before.
         """
         rebuilt = self.refresh() and self.last_refresh == "build"
         expected = self._expected()
@@ -381,9 +384,9 @@ class LocalCatalog:
             stale=sorted(k for k in expected.keys() & actual.keys() if expected[k] != actual[k]),
             rebuilt=rebuilt,
         )
-        if repair and not found.ok:
+        if repair:
             self._rebuild_now()
-            return msgspec.structs.replace(self.check(), repaired=True)
+            return msgspec.structs.replace(found, repaired=True, indexed=len(self))
         return found
 
     def _expected(self) -> dict[str, int]:

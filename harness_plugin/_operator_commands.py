@@ -27,9 +27,10 @@ def _catalog_line(check: CatalogCheck) -> str:
     done = " (rebuilt from the cards)" if check.rebuilt or check.repaired else ""
     if not differ:
         return f"search index: {check.indexed} cards, as the card files say{done}"
+    fix = "rebuilt from the cards" if check.repaired else "`artmem fsck --repair` rebuilds it"
     return (
         f"search index: {differ} cards differ from their files ({len(check.missing)} missing, "
-        f"{len(check.extra)} extra, {len(check.stale)} stale); `artmem fsck --repair` rebuilds it"
+        f"{len(check.extra)} extra, {len(check.stale)} stale); {fix}"
     )
 
 
@@ -72,7 +73,7 @@ def fsck(args: argparse.Namespace) -> Outcome:
     )
     lines += [f"  permissions: {problem}" for problem in outbox.permission_problems]
     lines.append(_catalog_line(catalog))
-    ok = report.ok and outbox.ok and catalog.ok
+    ok = report.ok and outbox.ok and (catalog.ok or catalog.repaired)
     return Outcome(view, lines, EXIT_OK if ok else EXIT_ERROR)
 
 

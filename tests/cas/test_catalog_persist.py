@@ -223,7 +223,7 @@ def test_fsck_finds_an_index_that_differs_from_the_cards_and_repair_rebuilds_it(
     assert (found.missing, found.extra) == ([], [gone.experiment_id])
     assert found.stale == [changed.experiment_id]
     repaired = LocalCatalog.open(store, state).check(repair=True)
-    assert repaired.ok and repaired.repaired and repaired.indexed == 2
+    assert repaired.repaired and repaired.indexed == 2 and repaired.extra == [gone.experiment_id]
     assert LocalCatalog.open(store, state).check().ok
 
 
