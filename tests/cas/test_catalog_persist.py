@@ -236,3 +236,28 @@ def test_fsck_rebuilds_a_damaged_index_and_says_so(ws, tmp_path):
     found = LocalCatalog(store, state).check()
     assert found.ok and found.rebuilt and found.indexed == 1
     assert LocalCatalog(store, state).check().rebuilt is False
+
+
+def test_a_crash_between_the_index_commit_and_its_head_means_a_rebuild(ws, tmp_path, monkeypatch):
+    store = ws.store()
+    first = record_numbered(ws, store, 1, title="Quokka census")
+    state = str(tmp_path / "state")
+    LocalCatalog.open(store, state)
+    second = record_numbered(ws, store, 2, title="Wombat census")
+    write = files.write_file
+
+    def dies_before_the_head(path: str, data: bytes) -> None:
+        if os.path.basename(path) == files.HEAD:
+            raise SystemExit("killed")  # as a kill -9 would: the index is committed, no head
+        write(path, data)
+
+    monkeypatch.setattr(files, "write_file", dies_before_the_head)
+    try:
+        LocalCatalog.open(store, state)
+    except SystemExit:
+        pass
+    monkeypatch.undo()
+    assert len(LocalCatalog(store, state)) == 0  # the index is not the one its head names
+    catalog = LocalCatalog.open(store, state)
+    assert catalog.last_refresh == "build"
+    assert hit_ids(catalog.search("census", 5)) == [second.experiment_id, first.experiment_id]
