@@ -9,8 +9,9 @@ Rooms (each a private module; this file is the public API):
   digests), `_verify` (proofs and their cache) and `_project` (a project's directory and lock);
 - `_interface`: `Store`, the protocol both backends implement; `_bucket/`: `BucketStore`, the
   store on an S3-compatible bucket with a verified local cache (its client loads only there);
-- `_catalog`: exact-id and BM25 search over cards (`_catalog_index` the index,
-  `_catalog_persist` the project's catalog saved under the state root); `_fsck`: the
+- `_catalog`: exact-id and BM25 search over cards, a tantivy index per project kept under the
+  state root (`_catalog_local`), `_catalog_engine` the tantivy edge, `_catalog_files` its files
+  under the state root; `_fsck`: the
   operator's check and repair;
 - `_fs`: the filesystem edge (descriptor-relative opens, staged files, atomic writes);
 - `slicing/`: bounded, verified reads of recorded tables (its own public API).
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from cas._bucket import BucketSettings, BucketStore
     from cas._bucket._migrate import migrate
     from cas._catalog import Catalog, SearchHit
-    from cas._catalog_persist import LocalCatalog
+    from cas._catalog_local import CatalogCheck, LocalCatalog
     from cas._fs import atomic_write, make_dirs, open_dir, read_small, write_new
     from cas._fsck import FsckReport, fsck
     from cas._interface import Store
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "Catalog": "cas._catalog",
     "SearchHit": "cas._catalog",
-    "LocalCatalog": "cas._catalog_persist",
+    "CatalogCheck": "cas._catalog_local",
+    "LocalCatalog": "cas._catalog_local",
     "atomic_write": "cas._fs",
     "make_dirs": "cas._fs",
     "open_dir": "cas._fs",
@@ -65,6 +67,7 @@ __all__ = [
     "BucketSettings",
     "BucketStore",
     "Catalog",
+    "CatalogCheck",
     "FsckReport",
     "IntegrityMode",
     "LocalCatalog",

@@ -71,28 +71,6 @@ class LogMark(msgspec.Struct, frozen=True):
     offset: int
     last: bytes
 
-    def plain(self) -> tuple[int, int, bytes, int, bytes]:
-        """The mark as plain values (for `marshal`)."""
-        return (self.device, self.inode, self.generation, self.offset, self.last)
-
-    @classmethod
-    def from_plain(cls, value: object) -> LogMark | None:
-        """A mark saved by `plain`, checked, never trusted; None for None.
-
-        Raises:
-            ValueError: `value` is not a saved mark.
-        """
-        if value is None:
-            return None
-        if not isinstance(value, tuple) or len(value) != 5:
-            raise ValueError("a malformed card log mark")
-        device, inode, generation, offset, last = value
-        if not all(type(n) is int and n >= 0 for n in (device, inode, offset)):
-            raise ValueError("a malformed card log mark")
-        if not isinstance(generation, bytes) or not isinstance(last, bytes):
-            raise ValueError("a malformed card log mark")
-        return cls(device, inode, generation, offset, last)
-
 
 class LogTail(msgspec.Struct, frozen=True):
     """What a read of the log found.

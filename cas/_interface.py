@@ -13,7 +13,8 @@ if TYPE_CHECKING:  # annotations only: naming the protocol loads no card model
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from cards import CardMetadata, ExperimentCardV1, IndexStatus, Limits, ProjectId
-    from cas._cardfiles import CardRead, CardScan, CardStamp
+    from cas._card_log import LogMark
+    from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
     from cas._layout import ProjectLayout
     from cas._progress import Progress
     from cas._results import Located, Provenance, Recorded, Resolved, Usage
@@ -72,6 +73,12 @@ class Store(Protocol):
 
     def read_cards(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
         """Every card, in name order; cards whose stamp equals `unchanged[name]` are not read."""
+        ...
+
+    def read_changed_cards(
+        self, since: LogMark | None, known: Mapping[str, CardStamp]
+    ) -> CardChanges:
+        """The cards changed since the card log mark `since`; every card where there is none."""
         ...
 
     def cards_version(self) -> str | None:

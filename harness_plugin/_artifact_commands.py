@@ -95,7 +95,6 @@ def search(args: argparse.Namespace) -> Outcome:
         _views.local_hit(hit, available_locally=store.has_object(hit.card.artifact.artifact_id))
         for hit in catalog.search(args.query, limit)
     ]
-    catalog.save_if_changed()  # a hit that vanished meanwhile made it catch up
     view: dict[str, object] = {"hits": hits, "skipped_cards": catalog.skipped}
     return Outcome(view, _views.search_lines(hits, catalog.skipped))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from cards import InvalidInput
 from cards.errors import HonchoDisabled
@@ -15,10 +16,26 @@ from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_lines, status_view
 from harness_plugin.config import load_config
 
+if TYPE_CHECKING:
+    from cas import CatalogCheck
+
 # -- fsck ---------------------------------------------------------------------------------
 
 
+def _catalog_line(check: CatalogCheck) -> str:
+    differ = len(check.missing) + len(check.extra) + len(check.stale)
+    done = " (rebuilt from the cards)" if check.rebuilt or check.repaired else ""
+    if not differ:
+        return f"search index: {check.indexed} cards, as the card files say{done}"
+    fix = "rebuilt from the cards" if check.repaired else "`artmem fsck --repair` rebuilds it"
+    return (
+        f"search index: {differ} cards differ from their files ({len(check.missing)} missing, "
+        f"{len(check.extra)} extra, {len(check.stale)} stale); {fix}"
+    )
+
+
 def fsck(args: argparse.Namespace) -> Outcome:
+    from cas import LocalCatalog
     from cas import fsck as fsck_store  # loads the card models: only for fsck
     from indexer import Outbox
 
@@ -30,7 +47,17 @@ def fsck(args: argparse.Namespace) -> Outcome:
         if bar is not None:
             bar.close()
     outbox = Outbox(runtime.config.state_root).check(repair=args.repair)
+    catalog = LocalCatalog.open(store, runtime.config.state_root).check(repair=args.repair)
     view = _views.fsck_view(report)
+    view["catalog"] = {
+        "ok": catalog.ok,
+        "indexed": catalog.indexed,
+        "missing": catalog.missing,
+        "extra": catalog.extra,
+        "stale": catalog.stale,
+        "rebuilt": catalog.rebuilt,
+        "repaired": catalog.repaired,
+    }
     view["outbox"] = {
         "ok": outbox.ok,
         "valid": outbox.valid,
@@ -45,7 +72,8 @@ def fsck(args: argparse.Namespace) -> Outcome:
         f"{outbox.foreign} unrecognised"
     )
     lines += [f"  permissions: {problem}" for problem in outbox.permission_problems]
-    ok = report.ok and outbox.ok
+    lines.append(_catalog_line(catalog))
+    ok = report.ok and outbox.ok and (catalog.ok or catalog.repaired)
     return Outcome(view, lines, EXIT_OK if ok else EXIT_ERROR)
 
 

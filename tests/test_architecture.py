@@ -33,7 +33,7 @@ RLM_CLIENT_CAS_MODULES = {"cas.slicing"}
 # Modules that must never load in a kernel (checked through sys.modules, not only imports).
 KERNEL_FORBIDDEN = re.compile(
     r"(cas\._(store|objects|cardfiles|ingest|project|hashing|verify|fsck|catalog)"
-    r"|indexer|harness_plugin|honcho|httpx|boto3|botocore|s3transfer)(\..*)?"
+    r"|indexer|harness_plugin|honcho|httpx|boto3|botocore|s3transfer|tantivy)(\..*)?"
 )
 API_PACKAGES = (*PACKAGES, "cas.slicing")
 # APIs whose users are other packages (harness_plugin's and rlm_client's are people and kernels).
@@ -77,6 +77,13 @@ def test_only_the_adapter_imports_honcho():
         for path in _modules(package):
             if any(n.split(".")[0] == "honcho" for n in _imports(path)):
                 assert path.relative_to(ROOT).as_posix() == "indexer/honcho_adapter.py"
+
+
+def test_only_the_catalog_engine_imports_tantivy():
+    for package in PACKAGES:
+        for path in _modules(package):
+            if any(n.split(".")[0] == "tantivy" for n in _imports(path)):
+                assert path.relative_to(ROOT).as_posix() == "cas/_catalog_engine.py"
 
 
 def test_rlm_client_uses_only_the_slicing_part_of_the_store():

@@ -106,4 +106,4 @@ def test_a_command_loads_no_heavy_module_it_does_not_use(command, small_store):
 def test_search_and_status_read_the_saved_catalog(small_store):
     config, project_root, _ = small_store
     for argv in (["status"], ["search", "cohort"]):
-        assert "cas._catalog_persist" in _loaded(argv, project_root, config)
+        assert "cas._catalog_engine" in _loaded(argv, project_root, config)

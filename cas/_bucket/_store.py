@@ -34,6 +34,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from cards import (
     ArtifactId,
@@ -62,7 +63,7 @@ from cas._bucket._keys import BucketKeys
 from cas._bucket._publish import publish, stored
 from cas._bucket._ranged import pinned
 from cas._bucket._settings import BucketSettings
-from cas._cardfiles import CardRead, CardScan, CardStamp
+from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
 from cas._hashing import Digests, hash_export
 from cas._layout import ProjectLayout
 from cas._progress import Progress
@@ -77,6 +78,9 @@ from cas._results import (
     resolved,
 )
 from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, Verifier
+
+if TYPE_CHECKING:
+    from cas._card_log import LogMark
 
 
 class BucketStore:
@@ -327,6 +331,12 @@ class BucketStore:
     def read_cards(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
         """Every card, in name order, stamped (size, ETag) from one listing."""
         yield from self._cards.scan(unchanged)
+
+    def read_changed_cards(
+        self, since: LogMark | None, known: Mapping[str, CardStamp]
+    ) -> CardChanges:
+        """Every card, listed and stamped: a bucket keeps no card log (`since` is not used)."""
+        return CardChanges.scanned(self._cards.scan(known), None)
 
     def cards_version(self) -> str | None:
         """None: a bucket gives no cheap token for "the cards changed"; callers list instead."""

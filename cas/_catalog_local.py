@@ -1,0 +1,494 @@
+"""`LocalCatalog`: one project's search index, kept under the state root, caught up with the cards.
+
+Keeping up (`refresh`): an unchanged cards version of the store costs one stat. A changed one
+takes the catalog's writer lock (one writer; searches never take it), reads the card log since the
+index's mark through the store (`CardSource.read_changed_cards`: only the changed files are parsed)
+and commits the changes. Any crash leaves the head naming the last whole commit, or an index that
+no longer matches its manifest, which is rebuilt from the card files; so is a missing,
+foreign-version or damaged one (`_catalog_files`). Hits are re-read from their card files; one
+that is gone or no longer matches makes the catalog catch up and rank again. A read-only catalog
+(`save=False`) writes nothing: it uses the saved index while it is current, and otherwise builds
+one in memory. The store is read through `CardSource` only: its cards version, the cards changed
+since a card log mark, every card, and cards by id.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import msgspec
+
+from cards.errors import ArtifactError, StoreIOError
+from cas import _catalog_files as files
+from cas._catalog import SearchHit, checked_query, hit, ranked
+from cas._catalog_engine import FORMAT, CatalogDamaged, Engine, Writer, order_key
+from cas._catalog_files import Head, Row, Table
+from cas._layout import CARD_SUFFIX
+
+if TYPE_CHECKING:
+    from cards import Limits, ProjectId
+    from cards.card import ExperimentCardV1
+    from cas._card_log import LogMark
+    from cas._cardfiles import CardChanges, CardRead, CardStamp
+    from cas._layout import ProjectLayout
+
+__all__ = ["CATALOG_DIR", "CardSource", "CatalogCheck", "LocalCatalog"]
+
+CATALOG_DIR = "catalog"
+
+
+class CatalogCheck(msgspec.Struct, frozen=True):
+    """What `fsck` found comparing the index with the card files (experiment ids only)."""
+
+    indexed: int
+    missing: list[str]  # valid cards the index lacks
+    extra: list[str]  # indexed cards no valid card file holds
+    stale: list[str]  # indexed as another version than their file's
+    rebuilt: bool = False  # the saved index was missing or damaged, and was built afresh
+    repaired: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether the index holds exactly what the card files say."""
+        return not (self.missing or self.extra or self.stale)
+
+
+class CardSource(Protocol):
+    """What the catalog reads of a store: its cards, their changes and their version."""
+
+    limits: Limits
+    layout: ProjectLayout
+
+    @property
+    def project_id(self) -> ProjectId:
+        """The project the store serves."""
+        ...
+
+    def cards_version(self) -> str | None:
+        """A token that changes with every card file change; None: look at the files."""
+        ...
+
+    def read_cards(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
+        """Every card file; those whose stamp equals `unchanged[name]` are not parsed."""
+        ...
+
+    def read_changed_cards(
+        self, since: LogMark | None, known: Mapping[str, CardStamp]
+    ) -> CardChanges:
+        """The card files changed since the card log mark `since` (None: every file)."""
+        ...
+
+    def load_cards(self, experiment_ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
+        """Read and validate several cards; None for an absent or unusable one."""
+        ...
+
+
+class LocalCatalog:
+    """One project's catalog under the state root (not thread-safe: the caller serialises)."""
+
+    def __init__(self, store: CardSource, state_root: str | None, *, save: bool = True) -> None:
+        """Open the project's saved index if it is what we wrote; `refresh` brings it up to date.
+
+        Args:
+            store: The project's store (the source of truth).
+            state_root: The configured state root; None keeps the index in memory only.
+            save: Whether the index may be written (False for a notebook: nothing is).
+        """
+        self.store = store
+        self.path: str | None = None
+        if state_root is not None:
+            self.path = os.path.join(state_root, CATALOG_DIR, store.layout.key)
+        self._writable = save and self.path is not None
+        self._identity = (FORMAT, str(store.project_id), store.limits.cards_per_project)
+        self._head: Head | None = None
+        self._head_raw = b""
+        self._engine: Engine | None = None
+        self._table: Table | None = None
+        self._table_digest = ""
+        self._distrust = b""  # the head whose index failed to answer: rebuilt, never reopened
+        self.last_refresh = ""  # how the last refresh looked: "log", "scan", "build" or ""
+        if self.path is not None:
+            self._load()
+
+    @classmethod
+    def open(cls, store: CardSource, state_root: str | None, *, save: bool = True) -> LocalCatalog:
+        """The project's catalog, brought up to date."""
+        catalog = cls(store, state_root, save=save)
+        catalog.refresh()
+        return catalog
+
+    # -- what it knows ---------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return 0 if self._engine is None else len(self._engine)
+
+    @property
+    def cards(self) -> int:
+        """Valid cards (indexed or beyond the bound)."""
+        return 0 if self._head is None else self._head.cards
+
+    @property
+    def skipped(self) -> int:
+        """Card files that are malformed, unsupported or misplaced."""
+        return 0 if self._head is None else self._head.skipped
+
+    @property
+    def overflow(self) -> int:
+        """Valid cards not indexed because the catalog holds `cards_per_project` newer ones."""
+        return self.cards - len(self)
+
+    def index_states(self) -> dict[str, int]:
+        """How many valid cards are in each index state, by state name."""
+        return {} if self._head is None else dict(sorted(self._head.states.items()))
+
+    def problems(self) -> dict[str, str]:
+        """Skipped card file name -> error code."""
+        table = self._loaded_table() or {}
+        return {name: row.problem for name, row in table.items() if row.problem is not None}
+
+    # -- keeping up ------------------------------------------------------------------------
+
+    def refresh(self, *, force: bool = False) -> bool:
+        """Catch up with the card files; whether the index changed.
+
+        Raises:
+            StoreIOError: the index could not be written (or rebuilt).
+        """
+        token = self.store.cards_version()  # before any read: a change during it moves it
+        if not force and self._current(token):
+            self.last_refresh = ""
+            return False
+        if self._writable and self.path is not None:
+            try:
+                files.make_dir(self.path)
+                with files.locked(self.path):
+                    self._reload()  # another process may have caught up, or rebuilt
+                    if not force and self._current(token):
+                        self.last_refresh = ""
+                        return False
+                    return self._catch_up(token, force)
+            except StoreIOError:
+                self._writable = False  # a cache that cannot be written still answers
+        if self._head is not None and self._head.generation:
+            self._engine = self._head = self._table = None  # saved and behind: not ours to fix
+        return self._catch_up(token, force)
+
+    def put(self, card: ExperimentCardV1) -> None:
+        """Index a card this process just committed (found through the card log)."""
+        self.refresh()
+
+    def _current(self, token: str | None) -> bool:
+        head = self._head
+        return self._engine is not None and head is not None and token == head.token is not None
+
+    def _catch_up(self, token: str | None, force: bool) -> bool:
+        table = self._loaded_table()
+        if self._engine is None or self._head is None or table is None:
+            self._rebuild(token)
+            return True
+        try:
+            return self._apply_changes(self._engine, self._head, table, token, force)
+        except CatalogDamaged:
+            self._rebuild(token)
+            return True
+
+    def _apply_changes(
+        self, engine: Engine, head: Head, table: Table, token: str | None, force: bool
+    ) -> bool:
+        """Index the card files changed since `head` was saved; whether any changed."""
+        puts, deletes, changed, found = self._changes(table, None if force else head.mark)
+        self.last_refresh = "log" if found.logged else "scan"
+        if not changed:
+            if (token, found.mark) != (head.token, head.mark):  # a new version, nothing else
+                self._save(table, token, found.mark, same_table=True)
+            return False
+        with engine.writing() as writer:
+            _write(writer, puts, deletes)
+        self._save(table, token, found.mark)
+        return True
+
+    def _rebuild(self, token: str | None) -> None:
+        """Index every card file afresh (streamed: one parsed card at a time)."""
+        self.last_refresh = "build"
+        engine, generation = self._new_engine()
+        table: Table = {}
+        with engine.writing() as writer:
+            for read in self.store.read_cards():
+                _apply(table, (read,), {}, set())
+                if read.card is not None and not isinstance(read.card, ArtifactError):
+                    table[read.name].indexed = True
+                    writer.put(read.card)
+            # The cards changed during the scan, and the log mark the index is true of.
+            puts, deletes, _, found = self._changes(table, None)
+            _write(writer, puts, deletes)
+        self._engine = engine
+        self._save(table, token, found.mark, generation)
+
+    def _changes(
+        self, table: Table, since: LogMark | None
+    ) -> tuple[dict[str, ExperimentCardV1], set[str], bool, CardChanges]:
+        """Record the card files changed since `since` in `table`; what the index must do."""
+        found = self.store.read_changed_cards(since, _stamps(table))
+        puts: dict[str, ExperimentCardV1] = {}
+        deletes: set[str] = set()
+        changed = _apply(table, found.reads, puts, deletes)
+        for name in set(table) - found.names:
+            row = table.pop(name)
+            changed = True
+            if row.indexed:
+                deletes.add(name.removesuffix(CARD_SUFFIX))
+        self._bound(table, puts, deletes)
+        return puts, deletes, changed or bool(puts or deletes), found
+
+    def _bound(
+        self,
+        table: Table,
+        puts: dict[str, ExperimentCardV1],
+        deletes: set[str],
+    ) -> None:
+        """Index exactly the `cards_per_project` newest valid cards."""
+        valid = {name: row for name, row in table.items() if row.problem is None}
+        keep = set(heapq.nsmallest(self._identity[2], valid, key=lambda n: _row_order(valid[n])))
+        missing = []
+        for name, row in valid.items():
+            key = name.removesuffix(CARD_SUFFIX)
+            if name not in keep and (row.indexed or key in puts):
+                puts.pop(key, None)
+                deletes.add(key)
+                row.indexed = False
+            elif name in keep and not row.indexed and key not in puts:
+                missing.append(key)
+        for key, card in zip(missing, self.store.load_cards(missing), strict=True):
+            if card is not None:
+                puts[key] = card
+        for key in puts:
+            table[key + CARD_SUFFIX].indexed = True
+
+    # -- on disk ---------------------------------------------------------------------------
+
+    def _new_engine(self) -> tuple[Engine, str]:
+        if not self._writable or self.path is None:
+            return Engine.memory(), ""
+        generation = files.new_generation(self.path)
+        return Engine.create(os.path.join(self.path, generation)), generation
+
+    def _save(
+        self,
+        table: Table,
+        token: str | None,
+        mark: LogMark | None,
+        generation: str | None = None,
+        *,
+        same_table: bool = False,
+    ) -> None:
+        """Record what the index now holds: the table (unless `same_table`), then the head."""
+        valid = [row for row in table.values() if row.problem is None]
+        previous = self._head
+        if generation is None:
+            generation = "" if previous is None else previous.generation
+        head = Head(
+            *self._identity,
+            generation=generation,
+            manifest={},
+            table="",
+            token=token,
+            mark=mark,
+            cards=len(valid),
+            skipped=len(table) - len(valid),
+            states=dict(Counter(str(row.state) for row in valid)),
+        )
+        self._table = table
+        if self._writable and self.path is not None:
+            index_dir = os.path.join(self.path, generation)
+            old = {} if previous is None or previous.generation != generation else previous.manifest
+            head.manifest = files.manifest(index_dir, old)
+            if same_table and previous is not None:
+                head.table = previous.table
+            else:
+                raw_table = files.encode(table)
+                head.table = self._table_digest = files.digest_of(raw_table)
+                files.write_file(os.path.join(self.path, files.TABLE), raw_table)
+            self._head_raw = files.encode(head)
+            files.write_file(os.path.join(self.path, files.HEAD), self._head_raw)
+            if previous is None or previous.generation != generation:
+                files.remove_others(self.path, generation)
+        self._head = head
+
+    def _load(self) -> bool:
+        """Open the saved index if its head and files are what we wrote; whether they are."""
+        assert self.path is not None
+        raw = files.read_file(os.path.join(self.path, files.HEAD), files.MAX_HEAD_BYTES)
+        head = None if raw is None or raw == self._distrust else files.decode(raw, Head)
+        if head is None or (head.format, head.project, head.max_cards) != self._identity:
+            return False
+        if not files.GENERATION.fullmatch(head.generation):
+            return False
+        index_dir = os.path.join(self.path, head.generation)
+        if not files.verify(index_dir, head.manifest):
+            return False
+        try:
+            engine = Engine.open(index_dir)
+        except CatalogDamaged:
+            return False
+        if len(engine) != min(head.cards, head.max_cards):
+            return False  # not the index this head was written with
+        self._head, self._head_raw, self._engine = head, raw or b"", engine
+        if head.table != self._table_digest:
+            self._table = None
+        return True
+
+    def _reload(self) -> None:
+        """Under the lock: follow the head another writer saved since we loaded."""
+        assert self.path is not None
+        raw = files.read_file(os.path.join(self.path, files.HEAD), files.MAX_HEAD_BYTES)
+        if raw == self._head_raw and self._engine is not None:
+            return
+        if not self._load():
+            self._engine = self._head = self._table = None
+
+    def _loaded_table(self) -> Table | None:
+        """The table the head names (read from disk once); None if it is not that one."""
+        if self._table is not None or self._head is None or self.path is None:
+            return self._table
+        raw = files.read_file(os.path.join(self.path, files.TABLE), files.MAX_TABLE_BYTES)
+        if raw is None or files.digest_of(raw) != self._head.table:
+            return None
+        table = files.decode(raw, Table)
+        if table is None or not files.valid_table(table):
+            return None
+        self._table, self._table_digest = table, self._head.table
+        return self._table
+
+    # -- fsck ------------------------------------------------------------------------------
+
+    def check(self, *, repair: bool = False) -> CatalogCheck:
+        """Compare the index, caught up as a search would, with every card file read afresh.
+
+        A damaged saved index is rebuilt by the catch-up (reported, not a problem); cards
+        the index holds differently from their files are. `repair` rebuilds the index from
+        the card files whatever was found (it also mends what a comparison of ids cannot see,
+        such as postings of an index damaged and given matching checksums); the findings are
+        those from before.
+        """
+        rebuilt = self.refresh() and self.last_refresh == "build"
+        expected = self._expected()
+        actual = {} if self._engine is None else self._engine.all_ids()
+        found = CatalogCheck(
+            indexed=len(actual),
+            missing=sorted(expected.keys() - actual.keys()),
+            extra=sorted(actual.keys() - expected.keys()),
+            stale=sorted(k for k in expected.keys() & actual.keys() if expected[k] != actual[k]),
+            rebuilt=rebuilt,
+        )
+        if repair:
+            self._rebuild_now()
+            return msgspec.structs.replace(found, repaired=True, indexed=len(self))
+        return found
+
+    def _expected(self) -> dict[str, int]:
+        """Experiment id -> `updated` of the newest `cards_per_project` valid card files."""
+        valid = {
+            read.card.experiment_id: order_key(read.card)
+            for read in self.store.read_cards()
+            if read.card is not None and not isinstance(read.card, ArtifactError)
+        }
+        kept = heapq.nsmallest(self._identity[2], valid, key=lambda k: (-valid[k][0], valid[k][1]))
+        return {key: valid[key][0] for key in kept}
+
+    # -- search ----------------------------------------------------------------------------
+
+    def search(self, query: str, limit: int) -> list[SearchHit]:
+        """Exact matches, then BM25 matches, each re-read from its card file.
+
+        Call `refresh` first to see other processes' changes. A hit whose file is gone or no
+        longer matches means the index is behind: it catches up and ranks again, once; an index
+        that fails to answer is rebuilt from the card files.
+
+        Raises:
+            InvalidInput: the query is blank or too long, or `limit` is below 1.
+            StoreIOError: the index could not be rebuilt.
+        """
+        text = checked_query(query, limit)
+        hits: list[SearchHit] = []
+        for attempt in range(3):
+            if self._engine is None:
+                return hits
+            try:
+                ranking = ranked(self._engine, text, limit)
+            except CatalogDamaged:
+                if attempt == 2:
+                    raise
+                self._rebuild_now()
+                continue
+            cards = self.store.load_cards([key for key, _, _ in ranking])
+            found = (
+                hit(card, score, exact, text)
+                for (_, score, exact), card in zip(ranking, cards, strict=True)
+            )
+            hits = [hit for hit in found if hit is not None]
+            if len(hits) == len(ranking) or attempt == 2:
+                break
+            # Behind the card files: catch up; still behind after that: not what we wrote.
+            if attempt == 1 or not self.refresh(force=True):
+                self._rebuild_now()
+        return hits
+
+    def _rebuild_now(self) -> None:
+        """Distrust the current index: the next refresh builds one from the card files."""
+        self._distrust, self._engine = self._head_raw or b"-", None
+        self.refresh(force=True)
+
+    def get(self, experiment_id: str) -> ExperimentCardV1 | None:
+        """The indexed card with this id, as its file holds it now; None if not indexed."""
+        if self._engine is None or not self._engine.has(experiment_id):
+            return None
+        return self.store.load_cards([experiment_id])[0]
+
+
+def _stamps(table: Table) -> dict[str, CardStamp]:
+    return {name: row.stamp for name, row in table.items() if row.stamp is not None}
+
+
+def _row_order(row: Row) -> tuple[int, int]:
+    return (-row.updated, row.rank)
+
+
+def _apply(
+    table: Table,
+    reads: Iterable[CardRead],
+    puts: dict[str, ExperimentCardV1],
+    deletes: set[str],
+) -> bool:
+    """Record `reads` in `table`, and what the index must put or delete; whether any changed."""
+    changed = False
+    for read in reads:
+        name, card = read.name, read.card
+        row = table.get(name)
+        if card is None:  # unchanged since its stamp
+            continue
+        key = name.removesuffix(CARD_SUFFIX)
+        if isinstance(card, ArtifactError):
+            if row is not None and row.indexed:
+                deletes.add(key)
+            changed |= row is None or row.problem != str(card.code)
+            table[name] = Row(read.stamp, problem=str(card.code))
+            puts.pop(key, None)
+            continue
+        updated, rank = order_key(card)
+        indexed = row is not None and row.indexed
+        table[name] = Row(read.stamp, None, str(card.index.state), updated, rank, indexed)
+        puts[key] = card
+        deletes.discard(key)
+        changed = True
+    return changed
+
+
+def _write(writer: Writer, puts: Mapping[str, ExperimentCardV1], deletes: Iterable[str]) -> None:
+    for key in deletes:
+        writer.delete(key)
+    for card in puts.values():
+        writer.put(card)
