@@ -346,3 +346,41 @@ def test_a_correction_marks_what_it_supersedes(conv):
     line = next(x for x in block.splitlines() if x.startswith("- We agreed cohorts"))
     assert "SUPERSEDED by a correction" in line
     assert "correcting an earlier memory" in block
+
+
+@pytest.mark.parametrize(
+    ("said", "content"),
+    [
+        ("Don't remember this: my PIN is 4821.", "my PIN is 4821"),
+        ("Never store the following. I was diagnosed with asthma.", "I was diagnosed with asthma"),
+        ("Bob said: I hate Parquet.", "I hate Parquet"),
+        ("I like tabs?", "I like tabs"),
+        ("Not true: I like tabs.", "I like tabs"),
+    ],
+)
+@pytest.mark.parametrize("tool", ["memory_record", "memory_correct"])
+def test_what_the_person_withheld_asked_quoted_or_denied_is_never_recorded(
+    conv, said, content, tool
+):
+    conv.feed(turn_events(1, said, None)[:3])
+    with pytest.raises(ConsentRefused) as refused:
+        _call(conv, tool, {"content": content})
+    assert refused.value.code == "memory.consent_refused"
+    assert [m for m in conv.outbox_bytes() if content.encode() in m] == []
+    conv.deliver()
+    assert all(content not in m.content for m in conv.messages())
+    assert any(k.startswith("memory.consent_refused.") for k in conv.host.memory.metrics())
+
+
+def test_a_session_records_only_into_the_project_where_it_started(conv):
+    from cards import ProjectMismatch
+
+    conv.feed(turn_events(1, "I prefer Parquet.", None)[:3])  # started in trial/
+    with pytest.raises(ProjectMismatch) as refused:
+        _call(conv, "memory_record", {"content": "I prefer Parquet"}, project_dir="other")
+    assert refused.value.code == "memory.project_mismatch"
+    assert [m for m in conv.outbox_bytes() if b"other-project" in m] == []
+    assert _call(conv, "memory_record", {"content": "I prefer Parquet"})["recorded"]
+    # events of the same session arriving from the other project's directory are not captured
+    replies = conv.feed(turn_events(2, "We use tabs.", "Ok.", start_seq=50), project_dir="other")
+    assert replies[-1]["skipped"] == "capture.project_mismatch"
