@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from _common import machine_line, print_table, remove_tree, verdict
 
@@ -43,24 +44,25 @@ MODES = ("relink", "swap")
 def race(mode: str, outside: str, exports: str) -> None:
     """The racer: run `mode` until killed (in its own process)."""
     x, aside = os.path.join(exports, "x"), os.path.join(exports, ".k")
-    steps = {
-        "relink": [(os.link, outside, x), (os.unlink, outside), (os.link, x, outside),
-                   (os.unlink, x)],
-        "swap": [(os.rename, x, aside), (os.link, outside, x), (os.unlink, outside),
-                 (os.link, x, outside), (os.rename, aside, x)],
+    steps: list[Callable[[], None]] = {
+        "relink": [lambda: os.link(outside, x), lambda: os.unlink(outside),
+                   lambda: os.link(x, outside), lambda: os.unlink(x)],
+        "swap": [lambda: os.rename(x, aside), lambda: os.link(outside, x),
+                 lambda: os.unlink(outside), lambda: os.link(x, outside),
+                 lambda: os.rename(aside, x)],
     }[mode]  # fmt: skip
     print("racing", flush=True)
     while True:
-        for step, *args in steps:
+        for step in steps:
             try:
-                step(*args)
+                step()
             except OSError:
                 pass
 
 
 def tries(mode: str, count: int, parent: str) -> Counter[str]:
     """Record `exports/x` `count` times while a racer process runs `mode`; outcomes counted."""
-    from cards import ArtifactError, CardMetadata
+    from cards import ArtifactError, CardMetadata, parse_session_id
     from cas import Provenance
     from cas._store import ProjectStore
 
@@ -90,7 +92,9 @@ def tries(mode: str, count: int, parent: str) -> Counter[str]:
             rlm = os.path.join(root, "rlm")
             for _ in range(count):
                 try:
-                    recorded = store.record(rlm, Provenance(session_id=SESSION), metadata, "x")
+                    recorded = store.record(
+                        rlm, Provenance(session_id=parse_session_id(SESSION)), metadata, "x"
+                    )
                 except ArtifactError as exc:
                     outcomes[str(exc.code)] += 1
                     continue
