@@ -162,11 +162,14 @@ def slice_view(
     limits: SliceLimits,
     out: TextIO,
     err: TextIO,
+    *,
+    outside: Sequence[str] = (),
 ) -> tuple[dict[str, object], list[str]]:
     """Run `artmem slice`: check, slice, write the data, and describe what was read.
 
-    Rows go to `out` (or the `--out` file); notices go to `err` whenever rows are on `out`, so
-    piped CSV or JSON Lines stay clean.
+    Rows go to `out` (or the `--out` file, whose directory must lie outside every directory in
+    `outside`); notices go to `err` whenever rows are on `out`, so piped CSV or JSON Lines stay
+    clean.
     """
     fmt = output_format(args.format, args.out)
     request = SliceRequest(
@@ -179,9 +182,10 @@ def slice_view(
     header = card_header(located)
     try:
         if args.out and fmt != "table":
-            facts = _export_facts(_export(located.source, request, args.out, fmt, limits))
+            result = _export(located.source, request, args.out, fmt, limits, outside)
+            facts = _export_facts(result)
         else:
-            facts = _slice(located.source, request, fmt, limits, args, out)
+            facts = _slice(located.source, request, fmt, limits, args, out, outside)
     except (InvalidFilter, UnknownColumn) as exc:
         hints = filter_hints(args.where or "")
         if hints:
@@ -202,11 +206,16 @@ def slice_view(
 
 
 def _export(
-    source: SliceSource, request: SliceRequest, path: str, fmt: str, limits: SliceLimits
+    source: SliceSource,
+    request: SliceRequest,
+    path: str,
+    fmt: str,
+    limits: SliceLimits,
+    outside: Sequence[str],
 ) -> ExportResult:
     """Stream the slice into a new file at `path`; never over an existing file."""
     try:
-        return export_slice(source, request, path, fmt, limits=limits)
+        return export_slice(source, request, path, fmt, limits=limits, outside=outside)
     except FileExistsError as exc:
         raise InvalidInput("--out names an existing file; choose a new path") from exc
 
@@ -231,6 +240,7 @@ def _slice(
     limits: SliceLimits,
     args: argparse.Namespace,
     out: TextIO,
+    outside: Sequence[str],
 ) -> dict[str, object]:
     """A slice held in memory within the slice bounds: printed, or written as a text table."""
     if args.out and request.limit is not None and request.limit > limits.max_rows:
@@ -244,7 +254,7 @@ def _slice(
     file_bytes = None
     if args.out:
         data = _encode(result, fmt)
-        _write_atomically(args.out, data)
+        _write_atomically(args.out, data, outside)
         file_bytes = len(data)
     elif not args.json:
         text = _render_table(result) if fmt == "table" else _encode(result, fmt)
@@ -308,9 +318,9 @@ def _cell(value: object) -> str:
     return text if len(text) <= MAX_CELL_CHARS else text[: MAX_CELL_CHARS - 1] + "…"
 
 
-def _write_atomically(path: str, data: bytes) -> None:
+def _write_atomically(path: str, data: bytes, outside: Sequence[str]) -> None:
     """Write `data` to a new file at `path` atomically; never over an existing file."""
     try:
-        write_new(path, [data])
+        write_new(path, [data], outside=outside)
     except FileExistsError as exc:
         raise InvalidInput("--out names an existing file; choose a new path") from exc

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import msgspec
 
@@ -75,14 +75,18 @@ def export_slice(
     fmt: str,
     *,
     limits: SliceLimits | None = None,
+    outside: Sequence[str] = (),
 ) -> ExportResult:
     """Stream a slice of a recorded table into the new file `path`, encoded as `fmt`.
 
     `request.limit` and `request.max_bytes` default to the export's ceilings (`limits.export`);
     reaching one ends the file there, and the result says `truncated` and which bound.
 
+    `path`'s directory must lie outside every directory in `outside` (the store's roots).
+
     Raises:
         FileExistsError: `path` exists (or appeared meanwhile); nothing was written.
+        PathRejected: `path`'s directory is inside one of `outside`.
         InvalidInput: the request or `fmt` is malformed, or `fmt` cannot hold a column
             (`FilterSyntaxError`, `FilterTypeError`, `UnknownColumn` and
             `UnsupportedMediaType` as for `read_slice`).
@@ -117,7 +121,7 @@ def export_slice(
         answer_bytes=4 * limits.max_footer_bytes,  # a schema, when the request does not fit it
     )
     with (
-        _fs.staged_beside(path) as output,
+        _fs.staged_beside(path, outside=outside) as output,
         verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader,
     ):
         work = functools.partial(

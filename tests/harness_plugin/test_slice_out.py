@@ -272,3 +272,28 @@ def test_an_export_many_times_the_memory_bound_keeps_a_flat_peak(tmp_path):
     written = pq.ParquetFile(tmp_path / f"rows-{rows}.parquet")
     assert written.metadata.num_rows == rows
     assert written.read_row_group(written.num_row_groups - 1).column("s")[-1] == values[-1]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "table"])
+@pytest.mark.parametrize("where", ["cards", "objects", "state", "symlinked parent"])
+def test_out_never_lands_in_the_store_or_the_state_root(host, out_dir, fmt, where):
+    # Issue 30: `slice --out` dropped files into cards/ and objects/, and fsck failed after.
+    env, cwd, _, ids = host
+    tmp = Path(env["ARTMEM_CONFIG"]).parent
+    artifacts, state = tmp / "artifacts", tmp / "state"
+    target = {
+        "cards": next(artifacts.rglob("cards")),
+        "objects": next(artifacts.rglob("objects")),
+        "state": state,
+        "symlinked parent": out_dir / "innocent",
+    }[where]
+    if where == "symlinked parent":
+        target.symlink_to(next(artifacts.rglob("objects")))
+    state.mkdir(mode=0o700, exist_ok=True)
+    before = sorted(p for p in (*artifacts.rglob("*"), *state.rglob("*")))
+    path = target / f"dropped.{'csv' if fmt == 'csv' else 'txt'}"
+    code, err = artmem(env, cwd, "slice", ids["parquet"], "--out", str(path), "--format", fmt)
+    assert code == 1 and err["error"]["code"] == "cas.path_rejected", err
+    assert sorted(p for p in (*artifacts.rglob("*"), *state.rglob("*"))) == before
+    code, report = artmem(env, cwd, "fsck")
+    assert code == 0 and report["ok"], json.dumps(report)
