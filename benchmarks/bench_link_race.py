@@ -63,8 +63,7 @@ def race(mode: str, outside: str, exports: str) -> None:
 def tries(mode: str, count: int, parent: str) -> Counter[str]:
     """Record `exports/x` `count` times while a racer process runs `mode`; outcomes counted."""
     from cards import ArtifactError, CardMetadata, parse_session_id
-    from cas import Provenance
-    from cas._store import ProjectStore
+    from cas import ProjectStore, Provenance
 
     root = tempfile.mkdtemp(prefix="link-race-", dir=parent)
     try:
