@@ -52,6 +52,22 @@ def open_dir(path: str) -> int:
         raise SourceMissing("a configured root directory does not exist") from exc
 
 
+def make_root(path: str) -> None:
+    """Create the configured root `path` and any missing parent, each 0700 (unlike `makedirs`).
+
+    `os.makedirs` gives the parents it creates the default mode (0755 under the usual umask):
+    a bucket host's cache below the state root left the state root open to every user.
+
+    Raises:
+        OSError: a directory could not be created.
+    """
+    parent = os.path.dirname(path)
+    if parent and parent != path and not os.path.isdir(parent):
+        make_root(parent)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, DIR_MODE)
+
+
 def open_dir_beneath(root_fd: int, parts: Sequence[str]) -> int:
     """Open the directory `parts` below `root_fd` one component at a time, following nothing.
 

@@ -31,6 +31,10 @@ def fsck(args: argparse.Namespace) -> Outcome:
             bar.close()
     outbox = Outbox(runtime.config.state_root).check(repair=args.repair)
     view = _views.fsck_view(report)
+    ok = report.ok and outbox.ok
+    # The top-level verdict is the exit status's: the store's and the outbox's together.
+    view["ok"] = ok
+    view["problems"] = report.problems + outbox.problems
     view["outbox"] = {
         "ok": outbox.ok,
         "valid": outbox.valid,
@@ -38,14 +42,17 @@ def fsck(args: argparse.Namespace) -> Outcome:
         "moved": outbox.moved,
         "foreign": outbox.foreign,
         "permission_problems": list(outbox.permission_problems),
+        "permissions_repaired": outbox.permissions_repaired,
     }
-    lines = _views.fsck_lines(view)
+    lines = _views.fsck_lines(view)[:-1]  # the verdict comes last, after the outbox
     lines.append(
         f"outbox: {outbox.valid} valid, {outbox.corrupt} corrupt ({outbox.moved} moved aside), "
         f"{outbox.foreign} unrecognised"
     )
     lines += [f"  permissions: {problem}" for problem in outbox.permission_problems]
-    ok = report.ok and outbox.ok
+    if outbox.permissions_repaired:
+        lines.append(f"  permissions: {outbox.permissions_repaired} mode(s) set right")
+    lines.append("ok" if ok else f"{view['problems']} problem(s); see above")
     return Outcome(view, lines, EXIT_OK if ok else EXIT_ERROR)
 
 

@@ -136,13 +136,14 @@ class Delivery:
         except ArtifactError as exc:
             log(self.stderr, "delivery.failed", code=str(exc.code))
             return True
-        if report.delivered or report.retried or report.dead_lettered:
+        if report.delivered or report.retried or report.dead_lettered or report.set_aside:
             log(
                 self.stderr,
                 "delivery.pass",
                 delivered=report.delivered,
                 retried=report.retried,
                 dead=report.dead_lettered,
+                set_aside=report.set_aside,
                 circuit=str(worker.breaker.state),
             )
         return True
