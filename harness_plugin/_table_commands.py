@@ -102,7 +102,11 @@ def _info_view(info: TableInfo) -> dict[str, object]:
 
 
 def show_lines(view: dict[str, object]) -> list[str]:
-    """`show` for a person."""
+    """`show` for a person; column names, types and statistics escaped as cells are."""
+    return [_views.printable(line) for line in _show_lines(view)]
+
+
+def _show_lines(view: dict[str, object]) -> list[str]:
     card, artifact, table = view["card"], view["artifact"], view["table"]
     assert isinstance(card, dict) and isinstance(artifact, dict)
     lines = [
@@ -302,7 +306,7 @@ def _encode(result: SliceResult, fmt: str) -> bytes:
 
 def _render_table(result: SliceResult) -> str:
     """An aligned text table for a person (cells bounded, control characters escaped)."""
-    names = list(result.columns)
+    names = [_cell(name) for name in result.columns]  # a file's names, escaped like cells
     rows = [[_cell(value) for value in row.values()] for row in result.table.to_pylist()]
     widths = [max([len(n), *(len(r[i]) for r in rows)]) for i, n in enumerate(names)]
     lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip()]
