@@ -45,6 +45,7 @@ from cas.slicing import (
 )
 from harness_plugin import _views
 from harness_plugin._filter_hints import filter_hints
+from harness_plugin._growth import Growth
 
 MAX_CELL_CHARS = 40
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
@@ -184,10 +185,14 @@ def slice_view(
     )
     located = store.locate(args.experiment_id, args.current_source_version)  # one card read
     header = card_header(located)
+    notice: str | None = None  # an export many times the recorded file's size
     try:
         if args.out and fmt != "table":
-            result = _export(located.source, request, args.out, fmt, limits, outside)
+            growth = Growth(located.card.artifact.bytes, err)
+            result = _export(located.source, request, args.out, fmt, limits, outside, growth)
             facts = _export_facts(result)
+            facts["amplification"] = growth.ratio(result.file_bytes)
+            notice = growth.notice(result.file_bytes)
         else:
             facts = _slice(located.source, request, fmt, limits, args, out, outside)
     except (InvalidFilter, UnknownColumn) as exc:
@@ -197,6 +202,8 @@ def slice_view(
         raise
     meta = {**header, **facts, "out": args.out, "format": fmt}
     notices = [f"warning: {w}" for w in header["warnings"]]  # type: ignore[attr-defined]
+    if notice is not None:
+        notices.append(notice)
     if facts["truncated"]:
         more = "; csv, jsonl or parquet stream all of them" if fmt == "table" and args.out else ""
         notices.insert(
@@ -216,10 +223,13 @@ def _export(
     fmt: str,
     limits: SliceLimits,
     outside: Sequence[str],
+    growth: Growth,
 ) -> ExportResult:
     """Stream the slice into a new file at `path`; never over an existing file."""
     try:
-        return export_slice(source, request, path, fmt, limits=limits, outside=outside)
+        return export_slice(
+            source, request, path, fmt, limits=limits, outside=outside, watch=growth
+        )
     except FileExistsError as exc:
         raise InvalidInput("--out names an existing file; choose a new path") from exc
 

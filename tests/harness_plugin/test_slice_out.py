@@ -297,3 +297,29 @@ def test_out_never_lands_in_the_store_or_the_state_root(host, out_dir, fmt, wher
     assert sorted(p for p in (*artifacts.rglob("*"), *state.rglob("*"))) == before
     code, report = artmem(env, cwd, "fsck")
     assert code == 0 and report["ok"], json.dumps(report)
+
+
+def test_an_export_many_times_the_recorded_file_is_never_silent(host, out_dir):
+    # Issue 30: a 30 KB Parquet of 10^9 rows became a 2 GB CSV in silence. Here 3 million zeros
+    # (a few KB of Parquet) become 6 MB of CSV.
+    env, cwd, exports, ids = host
+    pq.write_table(pa.table({"z": pa.array([0] * 3_000_000, pa.int8())}), exports / "tiny.parquet")
+    tiny = record(env, cwd, "tiny.parquet", "parquet")
+    size = (exports / "tiny.parquet").stat().st_size
+    for argv in (["--json"], []):
+        path = out_dir / f"big{len(argv)}.csv"
+        done = subprocess.run(
+            [ARTMEM, "slice", tiny, "--out", str(path), *argv],
+            capture_output=True, text=True, env=env, cwd=cwd, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        written = path.stat().st_size
+        assert written > 100 * size
+        assert done.stderr.count("warning: the output has passed 100x the recorded file") == 1
+        if argv:
+            assert json.loads(done.stdout)["amplification"] == round(written / size, 1)
+        else:
+            assert f"warning: wrote {written / size:,.0f}x the recorded file" in done.stdout
+    ordinary = out_dir / "ordinary.csv"
+    code, meta = artmem(env, cwd, "slice", ids["parquet"], "--out", str(ordinary))
+    assert code == 0 and meta["amplification"] < 100
