@@ -94,6 +94,7 @@ class Delivery:
             self.thread.join(timeout_s + 5)
 
     def _loop(self) -> None:
+        _block_sigterm()  # and so in every thread this one starts
         ownership = Ownership(self.runtime.config.state_root)
         service = self.runtime.service()
         worker = self.runtime.worker(ownership, service)
@@ -171,7 +172,9 @@ class JsonlWorker:
             on_admitted=delivery.wake.set if delivery else (lambda: None),
             environ=self.environ,
         )
-        pool = ThreadPoolExecutor(self.max_concurrent_calls, thread_name_prefix="artmem-call")
+        pool = ThreadPoolExecutor(
+            self.max_concurrent_calls, thread_name_prefix="artmem-call", initializer=_block_sigterm
+        )
         sigterm = _Sigterm()
         restore = sigterm.install()
         log(self.stderr, "worker.started", tools=len(host.tools), honcho=delivery is not None)
@@ -418,6 +421,17 @@ class _Sigterm:
             self.reading = False
             raise _Terminate()
         self.ignored += 1  # counted, logged after the drain (no I/O in a handler)
+
+
+def _block_sigterm() -> None:
+    """Keep SIGTERM off this (non-main) thread, and the threads it starts.
+
+    Python runs signal handlers in the main thread only; a SIGTERM the kernel hands to another
+    thread merely flags it, and a main thread blocked reading stdin never notices. With every
+    other thread blocking it, the kernel delivers SIGTERM to the main thread, interrupting the
+    read.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
 
 def _ms(started: float) -> float:

@@ -109,6 +109,7 @@ def test_a_crash_after_the_remote_commit_leaves_exactly_one_copy(setup):
 
 def test_a_second_sigterm_during_the_drain_neither_prints_a_traceback_nor_cuts_it_short(setup):
     # Issue 30: the SIGTERM handler raised again inside the `finally` that drains.
+    import select
     import signal
 
     fake, config, project_root = setup
@@ -119,6 +120,8 @@ def test_a_second_sigterm_during_the_drain_neither_prints_a_traceback_nor_cuts_i
     assert worker.proc.stderr is not None
     seen = []
     while not any('"worker.sigterm"' in line for line in seen):  # the first one was taken
+        # a guard against a hang, not a wait: a line is normally there at once
+        assert select.select([worker.proc.stderr], [], [], 60)[0], "".join(seen)
         seen.append(worker.proc.stderr.readline())
         assert seen[-1], "".join(seen)
     worker.proc.send_signal(signal.SIGTERM)  # while the drain waits on the held delivery
