@@ -8,7 +8,6 @@ the result names the final ratio.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TextIO
 
 from harness_plugin._views import human_size
@@ -16,13 +15,14 @@ from harness_plugin._views import human_size
 WARN_RATIO = 100  # output bytes per recorded byte worth a warning (CSV of Parquet: ~2-20)
 
 
-@dataclass
 class Growth:
     """Called with an export's size so far (`export_slice`'s `watch`); warns once."""
 
-    source_bytes: int
-    err: TextIO
-    warned: bool = False
+    def __init__(self, source_bytes: int, err: TextIO) -> None:
+        # A plain class: `slice` loads no `dataclasses` (tests/test_startup_imports.py).
+        self.source_bytes = source_bytes
+        self.err = err
+        self.warned = False
 
     def __call__(self, written: int) -> None:
         """Take the file's size so far; warn on stderr the first time it passes the ratio."""
