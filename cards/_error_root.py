@@ -90,6 +90,7 @@ class ErrorCode(enum.StrEnum):
     OUTBOX_CORRUPT = "indexer.outbox_corrupt"
     SLICE_TIMEOUT = "slice.timeout"
     CONSENT_REFUSED = "memory.consent_refused"
+    PROJECT_MISMATCH = "memory.project_mismatch"
 
 
 class ArtifactError(Exception):

@@ -45,6 +45,7 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     ├── NotOwner (RuntimeError)                  indexer.not_owner
     ├── HonchoDisabled (RuntimeError)            indexer.disabled
     ├── ConsentRefused (PermissionError)         memory.consent_refused
+    │   └── ProjectMismatch                      memory.project_mismatch
     └── RemoteError                              (the Honcho side; never stops local work)
         ├── RemoteUnavailable (ConnectionError, retryable)   indexer.remote_unavailable
         ├── CircuitOpen (ConnectionError, retryable)         indexer.circuit_open
@@ -298,6 +299,12 @@ class ConsentRefused(ArtifactError, PermissionError):
     """A memory note was not grounded in the person's latest message of the calling session."""
 
     code = ErrorCode.CONSENT_REFUSED
+
+
+class ProjectMismatch(ConsentRefused):
+    """A session's note came from another project than the one where the session started."""
+
+    code = ErrorCode.PROJECT_MISMATCH
 
 
 class HonchoDisabled(ArtifactError, RuntimeError):

@@ -20,12 +20,17 @@ bearer and authorization headers; well-known API-key prefixes, also glued to a w
 ..." phrasing for secret-sounding names; PEM private keys with or without their header lines;
 connection strings and URLs with credentials (a password may hold `#`, `?` or `/`); signatures
 and secret parameters of presigned URLs; JWTs; absolute, home, `$VAR`/`%VAR%` and Windows
-paths (directory names may hold spaces); IPv4 and IPv6 addresses; e-mail addresses. It misses
+paths (directory names may hold spaces), home directories named without a leading separator
+(`Users/alice/...`) and `/root`; IPv4 and IPv6 addresses; e-mail addresses in any script
+(`josé@correo.es`, `张伟@例子.公司`); incoming-webhook URLs (Slack, Discord, Teams, Google
+Chat); a secret's name followed by a long token holding a digit ("api token 3f9a..."); a PIN of
+4 to 12 digits ("my PIN is 4821", "PIN: 4821"). It misses
 secrets without a recognisable shape (a plain word used as a password, unless a phrase names
 it), secrets split by visible characters or across fields, file names with spaces outside
 quotes, relative paths, host names, raw SQL or source code. It over-redacts too: a 40-character
 mixed-case identifier, a four-part version such as `1.2.3.4`, hex pairs such as `a::b`, the
-word after "the token is". Callers must keep such content out of text that leaves the machine
+word after "the token is", and in scripts written without spaces, the words glued in front of
+an e-mail address. Callers must keep such content out of text that leaves the machine
 (spec §11.2, §29.3).
 """
 
@@ -140,6 +145,17 @@ _ENV_DIR = (
 )
 _PATH_START = rf"(?:/|~[A-Za-z0-9_.-]{{0,32}}+{_SEP}|[A-Za-z]:{_SEP}|\\\\|{_ENV_DIR})"
 _NOT_IN_PATH = r"(?<![A-Za-z0-9_.~/\\-])"
+# E-mail addresses in any script (`josé@correo.es`, `张伟@例子.公司`): word characters, with the
+# combining and Indic vowel marks that are not word characters in `re` (`राम@उदाहरण.भारत`).
+_MAIL_MARKS = r"\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0900-\u0dff"
+_MAIL_LABEL = rf"[\w{_MAIL_MARKS}-]{{1,63}}+"
+_MAIL_LOCAL = rf"(?<![\w{_MAIL_MARKS}.%+-])[\w{_MAIL_MARKS}.%+-]{{1,64}}+"
+# Incoming-webhook URLs carry their secret in the path.
+_WEBHOOKS = (
+    r"hooks\.slack\.com/(?:services|workflows|triggers)|(?:[a-z0-9-]{1,63}+\.)?discord(?:app)?"
+    r"\.com/api/webhooks|[a-z0-9-]{1,63}+\.webhook\.office\.com/webhookb2"
+    r"|outlook\.office(?:365)?\.com/webhook|chat\.googleapis\.com/v1/spaces"
+)
 
 # Order matters only between alternatives that can start at the same position. A lookahead for
 # the possible first letters in front of a case-insensitive word list lets most positions fail at
@@ -182,12 +198,29 @@ _PATTERNS: tuple[tuple[RedactionKind, str], ...] = (
     ),
     (RedactionKind.URL_SECRET, rf"(?<=[?&;#])(?i:{_QUERY_SECRETS})={_QUERY_VALUE}"),
     (RedactionKind.URL_SECRET, rf"{_B}(?=[SXsx])(?i:{_SIGNED})={_QUERY_VALUE}"),
+    (
+        RedactionKind.URL_SECRET,
+        rf"(?<![A-Za-z0-9.-])(?=[CDHOWcdhow])(?i:(?:https?://)?(?:{_WEBHOOKS}))/[^\s\"'<>]*+",
+    ),
     (RedactionKind.API_KEY, rf"{_G}(?:{_KEY_PREFIXES})"),
     (
         RedactionKind.CREDENTIAL,
         rf"(?=[ACPRSTacprst])(?i:{_SECRET_WORDS})[\"']?(?:[ \t]{{0,8}}[:=]"
         rf"|(?:[ \t]{{1,8}}+(?i:{_LINKS})(?![A-Za-z])){{1,4}}+[ \t]{{0,8}}+[:=-]?)"
         rf"[ \t]{{0,8}}{_VALUE}",
+    ),
+    # "api token 3f9a…": a secret's name, a space, and a long token holding a digit.
+    (
+        RedactionKind.CREDENTIAL,
+        rf"(?=[ACPRSTacprst])(?i:{_SECRET_WORDS})[\"']?[ \t]{{1,8}}+"
+        rf"(?=[A-Za-z0-9_+/=.-]{{0,255}}[0-9])(?!{_AWS_SECRET})[A-Za-z0-9_+/=.-]{{16,}}+",
+    ),
+    # "my PIN is 4821", "PIN: 4821", "pin code 004821".
+    (
+        RedactionKind.CREDENTIAL,
+        r"(?<![A-Za-z0-9_])(?=[Pp])(?i:pin)(?:[ _-]?(?i:code|number|no\.?))?[\"']?"
+        rf"(?:[ \t]{{0,8}}[:=#]|[ \t]{{1,8}}+(?:(?i:{_LINKS})(?![A-Za-z])[ \t]{{1,8}}+){{0,4}}+)"
+        r"[ \t]{0,8}+[0-9]{4,12}+(?![0-9])",
     ),
     (
         RedactionKind.ENV,
@@ -205,11 +238,13 @@ _PATTERNS: tuple[tuple[RedactionKind, str], ...] = (
         RedactionKind.PATH,
         rf"{_NOT_IN_PATH}/[^\s\"'`<>|,;/]{{1,255}}+(?:[ ]{_WORD}){{0,7}}/{_PATH_TAIL}",
     ),
+    # Home directories named without a leading separator ("Users/alice/Documents"), and root's.
     (
-        RedactionKind.EMAIL,
-        r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}+@[A-Za-z0-9][A-Za-z0-9-]{0,62}+"
-        r"(?:\.[A-Za-z0-9-]{1,63}+)++",
+        RedactionKind.PATH,
+        rf"(?<![\w./\\~-])(?=[HUhu])(?:home|Users|users){_SEP}{_SEG}{_SEP}{_PATH_TAIL}",
     ),
+    (RedactionKind.PATH, rf"{_NOT_IN_PATH}/root(?![^\s\"'`<>|,;:.)\]!?])"),
+    (RedactionKind.EMAIL, rf"{_MAIL_LOCAL}@{_MAIL_LABEL}(?:[.\u3002]{_MAIL_LABEL})++"),
     (
         RedactionKind.IP_ADDRESS,
         rf"(?<![A-Za-z0-9.]){_OCTET}(?:\.{_OCTET}){{3}}(?![0-9])(?!\.[0-9])",

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from cas._bucket._migrate import migrate
     from cas._catalog import Catalog, SearchHit
     from cas._catalog_local import CatalogCheck, LocalCatalog
-    from cas._fs import atomic_write, make_dirs, open_dir, read_small, write_new
+    from cas._fs import atomic_write, make_dirs, make_root, open_dir, read_small, write_new
     from cas._fsck import FsckReport, fsck
     from cas._interface import Store
     from cas._results import Located, Provenance, Recorded, Resolved
@@ -44,6 +44,7 @@ _EXPORTS = {
     "LocalCatalog": "cas._catalog_local",
     "atomic_write": "cas._fs",
     "make_dirs": "cas._fs",
+    "make_root": "cas._fs",
     "open_dir": "cas._fs",
     "read_small": "cas._fs",
     "write_new": "cas._fs",
@@ -82,6 +83,7 @@ __all__ = [
     "atomic_write",
     "fsck",
     "make_dirs",
+    "make_root",
     "migrate",
     "open_dir",
     "read_small",

@@ -19,6 +19,7 @@ from typing import cast
 import msgspec
 
 from cards.errors import PathEscape, SourceMissing, StoreIOError
+from cas._outside import refuse_inside
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -49,6 +50,22 @@ def open_dir(path: str) -> int:
         return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError as exc:
         raise SourceMissing("a configured root directory does not exist") from exc
+
+
+def make_root(path: str) -> None:
+    """Create the configured root `path` and any missing parent, each 0700 (unlike `makedirs`).
+
+    `os.makedirs` gives the parents it creates the default mode (0755 under the usual umask):
+    a bucket host's cache below the state root left the state root open to every user.
+
+    Raises:
+        OSError: a directory could not be created.
+    """
+    parent = os.path.dirname(path)
+    if parent and parent != path and not os.path.isdir(parent):
+        make_root(parent)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, DIR_MODE)
 
 
 def open_dir_beneath(root_fd: int, parts: Sequence[str]) -> int:
@@ -471,14 +488,18 @@ class StagedBeside(msgspec.Struct, frozen=True):
 
 
 @contextlib.contextmanager
-def staged_beside(path: str, *, replace: bool = False) -> Iterator[StagedBeside]:
+def staged_beside(
+    path: str, *, replace: bool = False, outside: Sequence[str] = ()
+) -> Iterator[StagedBeside]:
     """A staged file beside `path`, gone on exit whether or not it was published.
 
     For files outside the store (an operator's `--out`, an export), named by a plain path. The
     stage is unnamed where the system allows (`unnamed`): a killed process leaves no file.
+    `path`'s directory, as opened, must lie outside every directory in `outside`.
 
     Raises:
         FileExistsError: `path` exists and `replace` is not set.
+        PathRejected: `path`'s directory is inside one of `outside`.
         StoreIOError: its directory cannot be opened, or the staged file created.
     """
     directory, name = os.path.split(os.path.abspath(path))
@@ -487,6 +508,7 @@ def staged_beside(path: str, *, replace: bool = False) -> Iterator[StagedBeside]
     except OSError as exc:
         raise StoreIOError(f"cannot open the output directory: {exc.strerror}") from exc
     try:
+        refuse_inside(dir_fd, outside)
         if not replace and os.path.lexists(path):
             raise FileExistsError(errno.EEXIST, "the file exists", path)
         with unnamed(dir_fd, "out") as stage:
@@ -495,7 +517,9 @@ def staged_beside(path: str, *, replace: bool = False) -> Iterator[StagedBeside]
         os.close(dir_fd)
 
 
-def write_new(path: str, chunks: Iterable[bytes], *, replace: bool = False) -> None:
+def write_new(
+    path: str, chunks: Iterable[bytes], *, replace: bool = False, outside: Sequence[str] = ()
+) -> None:
     """Create the file `path` with `chunks`, atomically; an existing file only with `replace`.
 
     The bytes are staged beside `path` and fsynced, then hard-linked into place (which fails if
@@ -505,9 +529,10 @@ def write_new(path: str, chunks: Iterable[bytes], *, replace: bool = False) -> N
 
     Raises:
         FileExistsError: `path` exists (or appeared meanwhile) and `replace` is not set.
+        PathRejected: `path`'s directory is inside one of `outside` (see `staged_beside`).
         StoreIOError: the file could not be written.
     """
-    with staged_beside(path, replace=replace) as out:
+    with staged_beside(path, replace=replace, outside=outside) as out:
         try:
             for chunk in chunks:
                 write_all(out.stage.fd, chunk)

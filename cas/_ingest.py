@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -28,6 +29,9 @@ from cards.errors import (
 from cas import _fs
 
 MAX_SOURCE_PATH_CHARS = 4096
+# How long a source's metadata must have been still, when it changed after its last write
+# (`ExportSource.check_unchanged`): longer than a racer stays off a CPU on a busy host.
+SETTLE_NS = 250_000_000
 
 
 def export_parts(rlm_root: str, session_id: SessionId, source_path: str) -> tuple[str, ...]:
@@ -85,24 +89,55 @@ class ExportSource(msgspec.Struct):
         return self.st.st_size
 
     def check_unchanged(self, streamed: int) -> None:
-        """Prove the file kept its identity, size and mtime, and its name still points to it.
+        """Prove the file stayed what was opened, alone, and its name still points to it.
+
+        Besides identity, size and mtime, the link count must still be one and the ctime
+        unchanged: an inode that gained a second name while streamed (an outside file linked in
+        and its own name restored after the open) fails the first, and anything done to the
+        inode meanwhile (a write with its mtime put back, a link made and removed, a chmod)
+        moves the ctime, which no caller can set. The entry is checked the same way.
+
+        One race is left to close: a racer that passes an outside file through `exports/`
+        (link it in, unlink its own name, link it back) leaves it alone there for an instant,
+        and a record that fits in that instant sees nothing wrong. Such an inode's ctime (its
+        links changed) is fresh and later than its mtime (its bytes did not); a file just
+        written has the two equal. So a source whose metadata changed after its last write,
+        less than `SETTLE_NS` ago, is held until that much time has passed and checked again:
+        a racer paused in its instant gets to run and link the file back, and is seen.
 
         Raises:
+            HardLinked: the file gained a hard link while it was streamed.
             SourceChanged: the file was replaced, truncated, grown or modified while streamed.
         """
+        self._check_still(streamed)
+        changed_ns = self.st.st_ctime_ns
+        if changed_ns != self.st.st_mtime_ns:
+            wait_ns = changed_ns + SETTLE_NS - time.time_ns()
+            if wait_ns > 0:
+                time.sleep(wait_ns / 1e9)
+                self._check_still(streamed)
+
+    def _check_still(self, streamed: int) -> None:
         now = os.fstat(self.fd)
         try:
             entry = os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False)
         except FileNotFoundError as exc:
             raise SourceChanged("the source file was removed while it was recorded") from exc
-        before = (self.st.st_dev, self.st.st_ino, self.st.st_size, self.st.st_mtime_ns)
+        if now.st_nlink > 1 or entry.st_nlink > 1:
+            raise HardLinked("the source file gained a hard link while it was recorded")
+        before = _identity(self.st)
         unchanged = (
-            (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == before
-            and (entry.st_dev, entry.st_ino) == before[:2]
-            and streamed == self.st.st_size
+            _identity(now) == before
+            and _identity(entry) == before
+            and now.st_nlink == 1
+            and streamed == self.size
         )
         if not unchanged:
             raise SourceChanged("the source file changed while it was recorded; record it again")
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_uid)
 
 
 @contextmanager

@@ -57,7 +57,7 @@ def open_project(
     """
     if create:
         try:
-            os.makedirs(artifact_root, mode=_fs.DIR_MODE, exist_ok=True)
+            _fs.make_root(artifact_root)
         except OSError as exc:
             raise StoreIOError(f"cannot create the artifact root: {exc.strerror}") from exc
     fd = _project_fd(artifact_root, layout, create=create)

@@ -78,7 +78,9 @@ def slice_command(args: argparse.Namespace) -> Outcome:
     from harness_plugin._table_commands import slice_view  # pyarrow loads only here
 
     runtime, store = start(args)
-    view, lines = slice_view(store, args, runtime.config.slice.resolve(), sys.stdout, sys.stderr)
+    limits = runtime.config.slice.resolve()
+    outside = runtime.config.managed_roots
+    view, lines = slice_view(store, args, limits, sys.stdout, sys.stderr, outside=outside)
     return Outcome(view, lines)
 
 
@@ -116,6 +118,8 @@ def list_experiments(args: argparse.Namespace) -> Outcome:
 def export(args: argparse.Namespace) -> Outcome:
     from harness_plugin import _listing
 
-    _, store = start(args)
-    view = _listing.export(store, args.experiment_id, args.dest, force=args.force)
+    runtime, store = start(args)
+    view = _listing.export(
+        store, args.experiment_id, args.dest, force=args.force, outside=runtime.config.managed_roots
+    )
     return Outcome(view, _listing.export_lines(view))

@@ -66,6 +66,7 @@ class _Turn:
 
 @dataclass
 class _Session:
+    cwd: str  # where this process first saw the session: its records stay in that project
     last_seq: int = -1
     turn: _Turn | None = None
     latest_user: UserMessage | None = None
@@ -91,14 +92,16 @@ class EventTracker:
     max_message_chars: int = MAX_KEPT_CHARS  # kept per message: one more than the bound shows
     _sessions: OrderedDict[str, _Session] = field(default_factory=OrderedDict, init=False)
 
-    def append(self, session_id: str, *, root: bool, event: Mapping[str, object]) -> Seen:
-        """Take one DSH event of `session_id` (`root` from the host's caller)."""
+    def append(
+        self, session_id: str, *, root: bool, event: Mapping[str, object], cwd: str = ""
+    ) -> Seen:
+        """Take one DSH event of `session_id` (`root` and `cwd` from the host's caller)."""
         kind, seq, data = event.get("type"), count_of(event.get("seq")), event.get("data")
         if not isinstance(kind, str) or seq is None or not isinstance(data, Mapping):
             return Seen(Outcome.INVALID)
         if not root:
             return Seen(Outcome.CHILD)
-        session = self._session(session_id)
+        session = self._session(session_id, cwd)
         if seq <= session.last_seq:
             return Seen(Outcome.REPLAYED)
         session.last_seq = seq
@@ -125,10 +128,15 @@ class EventTracker:
         session = self._sessions.get(session_id)
         return session.latest_user if session is not None else None
 
-    def _session(self, session_id: str) -> _Session:
+    def started_in(self, session_id: str) -> str | None:
+        """The working directory of the first event this process saw of `session_id`."""
+        session = self._sessions.get(session_id)
+        return session.cwd if session is not None else None
+
+    def _session(self, session_id: str, cwd: str) -> _Session:
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = _Session()
+            session = self._sessions[session_id] = _Session(cwd)
             while len(self._sessions) > self.max_sessions:
                 self._sessions.popitem(last=False)  # its turn in flight is lost: never partial
         else:

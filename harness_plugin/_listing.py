@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -123,10 +123,15 @@ def _line(entry: dict[str, object]) -> str:
 # -- export -------------------------------------------------------------------------------
 
 
-def export(store: Store, experiment_id: str, dest: str, *, force: bool) -> dict[str, object]:
+def export(
+    store: Store, experiment_id: str, dest: str, *, force: bool, outside: Sequence[str] = ()
+) -> dict[str, object]:
     """Copy an experiment's verified bytes to `dest`, atomically, hashing what is written.
 
+    `dest`'s directory must lie outside every directory in `outside` (the store's roots).
+
     Raises:
+        PathRejected: `dest` is inside one of `outside`.
         InvalidInput: `dest` exists and `force` is not set, or `dest` is a directory.
         IntegrityError: the bytes copied differ from the card's size or SHA-256 (no file left).
         StoreIOError: `dest` could not be written.
@@ -141,7 +146,7 @@ def export(store: Store, experiment_id: str, dest: str, *, force: bool) -> dict[
         raise InvalidInput(f"the destination exists: {dest} (pass --force to replace it)")
     chunks = _checked_chunks(resolved.path, artifact.sha256, artifact.bytes)
     try:
-        write_new(dest, chunks, replace=exists)
+        write_new(dest, chunks, replace=exists, outside=outside)
     except FileExistsError:
         raise InvalidInput(
             f"the destination appeared meanwhile: {dest} (pass --force to replace it)"

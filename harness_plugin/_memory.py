@@ -6,14 +6,15 @@ Recall waits on Honcho only up to its deadline and fails open. Scope comes from 
 caller and the configuration, never from an argument.
 
 Consent, stronger than spec §14: `memory_record` and `memory_correct` accept only content that
-appears in the person's latest message of the calling root session (after normalisation and
-case folding). The model's own claims, text from another session and a child agent's call are
-refused with `memory.consent_refused`.
+the person plainly said in their latest message of the calling root session (`_consent`: whole
+clauses, not withheld, asked, quoted or denied). The model's own claims, text from another
+session and a child agent's call are refused with `memory.consent_refused`; a call naming a
+session from another project's directory than where that session started, with
+`memory.project_mismatch`.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import Counter
@@ -29,13 +30,15 @@ from cards import (
     ConsentRefused,
     InvalidRequest,
     OutboxError,
+    ProjectMismatch,
     UnknownProject,
     wire_memory,
 )
-from cards.redaction import normalise_text, outbound_query
+from cards.redaction import outbound_query
 from cas import utc_now
-from harness_plugin._capture import EventTracker, Outcome, count_of
+from harness_plugin._capture import EventTracker, Outcome, UserMessage, count_of
 from harness_plugin._catalogs import LiveCatalog
+from harness_plugin._consent import Refusal, consent
 from harness_plugin._conversation import Built, Identity, Redactions, Said, Skip, build_entry
 from harness_plugin._memory_config import CaptureMode, RecallMode
 from harness_plugin._recall import Recall, RecallFailed, item_text, superseded_ids
@@ -88,7 +91,7 @@ class ConversationMemory:
         if not isinstance(event, Mapping):
             raise InvalidRequest("events/append needs params.event, a DSH session event object")
         with self._lock:  # one reader thread in the worker; the lock keeps direct callers safe
-            seen = self.tracker.append(session_id, root=root, event=event)
+            seen = self.tracker.append(session_id, root=root, event=event, cwd=cwd)
         self.count(str(seen.outcome))
         if seen.outcome is Outcome.BUFFERED and seen.said:
             if self.runtime.config.capture.mode is not CaptureMode.OFF:
@@ -104,6 +107,8 @@ class ConversationMemory:
             who = self._identity(session_id, cwd)
         except UnknownProject:
             return self._skipped("capture.unknown_project")
+        except ProjectMismatch:
+            return self._skipped("capture.project_mismatch")
         if seen.dropped_messages:
             self.count("capture.truncated_messages")
         built = self._build(who, seen.turn, list(seen.said), kind="exchange")
@@ -177,21 +182,20 @@ class ConversationMemory:
         """`memory_record` (`kind` note) and `memory_correct` (`kind` correction).
 
         Raises:
-            ConsentRefused: a child agent called, or `content` is not in the person's latest
-                message of this session.
+            ConsentRefused: a child agent called, or `content` is not a plain statement of the
+                person's latest message of this session.
+            ProjectMismatch: `cwd` is in another project than where the session started.
             UnknownProject: the caller's directory is in no configured project.
         """
         if not root:
             self.count("memory.consent_refused.child")
             raise ConsentRefused("only the root agent may record memory, not a child agent")
-        latest = self.tracker.latest_user(session_id)
-        if latest is None or not _grounded(content, latest.text):
-            self.count("memory.consent_refused.ungrounded")
-            raise ConsentRefused(
-                "memory records only what the user said: the content must appear in the user's "
-                "latest message of this session (quote it)"
-            )
-        who = self._identity(session_id, cwd)
+        latest = self._consented(session_id, content)
+        try:
+            who = self._identity(session_id, cwd)
+        except ProjectMismatch:
+            self.count("memory.consent_refused.project_mismatch")
+            raise
         said = [Said("user", latest.seq, content)]
         built = self._build(who, latest.turn or 0, said, kind=kind, extra=extra)
         if isinstance(built, Skip):
@@ -202,6 +206,20 @@ class ConversationMemory:
         return wire_memory.NoteResult(
             recorded=True, delivery_id=built.entry.delivery_id, queued=True
         )
+
+    def _consented(self, session_id: str, content: str) -> UserMessage:
+        """The person's latest message, in which `content` is their own plain statement.
+
+        Raises:
+            ConsentRefused: it is not (the message says why).
+        """
+        latest = self.tracker.latest_user(session_id)
+        refusal = Refusal.UNGROUNDED if latest is None else consent(content, latest.text)
+        if refusal is not None or latest is None:
+            refusal = refusal or Refusal.UNGROUNDED
+            self.count(f"memory.consent_refused.{refusal}")
+            raise ConsentRefused(_REFUSALS[refusal])
+        return latest
 
     def search(self, cwd: str, query: str, limit: int) -> list[wire_memory.RecalledItem]:
         """Project-scoped conversational hits for `memory_search` (empty on any failure)."""
@@ -235,12 +253,29 @@ class ConversationMemory:
     # -- internals ----------------------------------------------------------------------------
 
     def _identity(self, session_id: str, cwd: str) -> Identity:
+        """Who records: the project of `cwd`, which must be the one where the session started.
+
+        Raises:
+            UnknownProject: `cwd` (or the session's first directory) is in no project.
+            ProjectMismatch: the session started in another project.
+        """
         honcho = self.runtime.config.honcho
+        project = self.runtime.config.project_for(cwd)
+        started = self.tracker.started_in(session_id)
+        if (
+            started is not None
+            and started != cwd
+            and self.runtime.config.project_for(started) != project
+        ):
+            raise ProjectMismatch(
+                "this session started in another project; its memory stays there (call from "
+                "the session's own project directory)"
+            )
         return Identity(
             workspace_id=honcho.workspace_id,
             user_peer_id=honcho.user_peer_id,
             assistant_peer_id=honcho.assistant_peer_id,
-            project_id=self.runtime.config.project_for(cwd),
+            project_id=project,
             dsh_session_id=session_id,
         )
 
@@ -317,28 +352,16 @@ class ConversationMemory:
         return text or None
 
 
-def _grounded(content: str, latest: str) -> bool:
-    """Whether `content` is whole clauses of `latest` (normalised, case folded).
-
-    A clause ends at `. ! ? ; :` or a line break. Requiring whole clauses keeps a model from
-    recording a fragment that reverses what was said ("like X" out of "I do not like X").
-    """
-    needle = _BOUNDARY_RUN.sub(" ", normalise_text(content).casefold()).strip(" " + _ENDS)
-    haystack = " " + _BOUNDARY_RUN.sub(" ", normalise_text(latest).casefold()) + " "
-    if not needle:
-        return False
-    start = haystack.find(needle)
-    while start != -1:
-        before = haystack[:start].rstrip(" ")
-        after = haystack[start + len(needle) :].lstrip(" ")
-        if (not before or before[-1] in _ENDS) and (not after or after[0] in _ENDS):
-            return True
-        start = haystack.find(needle, start + 1)
-    return False
-
-
-_ENDS = ".!?;:\n"
-_BOUNDARY_RUN = re.compile(r"[ \t]+")
+_REFUSALS = {
+    Refusal.UNGROUNDED: "memory records only what the user said: the content must be whole "
+    "sentences or clauses of the user's latest message of this session (quote it)",
+    Refusal.WITHHELD: "the user asked not to keep this: nothing after their refusal (or what it "
+    "points back to) is recorded",
+    Refusal.QUESTION: "that is a question in the user's message, not a statement to record",
+    Refusal.REPORTED: "that is quoted or reported speech in the user's message, not the user's "
+    "own statement",
+    Refusal.DENIED: "the user's message denies that, or says it only as a joke or a hypothesis",
+}
 
 
 def _item(hit: MemoryHit, limit: int, superseded: bool = False) -> wire_memory.RecalledItem:

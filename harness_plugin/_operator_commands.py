@@ -58,6 +58,11 @@ def fsck(args: argparse.Namespace) -> Outcome:
         "rebuilt": catalog.rebuilt,
         "repaired": catalog.repaired,
     }
+    catalog_ok = catalog.ok or catalog.repaired
+    ok = report.ok and outbox.ok and catalog_ok
+    # The top-level verdict is the exit status's: the store's, the outbox's and the index's.
+    view["ok"] = ok
+    view["problems"] = report.problems + outbox.problems + (0 if catalog_ok else 1)
     view["outbox"] = {
         "ok": outbox.ok,
         "valid": outbox.valid,
@@ -65,15 +70,18 @@ def fsck(args: argparse.Namespace) -> Outcome:
         "moved": outbox.moved,
         "foreign": outbox.foreign,
         "permission_problems": list(outbox.permission_problems),
+        "permissions_repaired": outbox.permissions_repaired,
     }
-    lines = _views.fsck_lines(view)
+    lines = _views.fsck_lines(view)[:-1]  # the verdict comes last, after the outbox
     lines.append(
         f"outbox: {outbox.valid} valid, {outbox.corrupt} corrupt ({outbox.moved} moved aside), "
         f"{outbox.foreign} unrecognised"
     )
     lines += [f"  permissions: {problem}" for problem in outbox.permission_problems]
+    if outbox.permissions_repaired:
+        lines.append(f"  permissions: {outbox.permissions_repaired} mode(s) set right")
     lines.append(_catalog_line(catalog))
-    ok = report.ok and outbox.ok and (catalog.ok or catalog.repaired)
+    lines.append("ok" if ok else f"{view['problems']} problem(s); see above")
     return Outcome(view, lines, EXIT_OK if ok else EXIT_ERROR)
 
 

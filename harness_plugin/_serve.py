@@ -8,7 +8,8 @@ lines are ignored. The delivery worker runs inside, in its own thread.
 
 The `shutdown` op stops admission: every later request gets `worker.shutting_down`, until the
 host closes the input. End of input (with or without `shutdown`) or SIGTERM finishes the calls in
-flight, drains the outbox within a bound, and exits 0. Logs go to stderr as JSON lines: events
+flight, drains the outbox within a bound, and exits 0; a second SIGTERM during the drain is
+counted and ignored. Logs go to stderr as JSON lines: events
 and error codes, never arguments, results, card text or paths.
 """
 
@@ -93,6 +94,7 @@ class Delivery:
             self.thread.join(timeout_s + 5)
 
     def _loop(self) -> None:
+        _block_sigterm()  # and so in every thread this one starts
         ownership = Ownership(self.runtime.config.state_root)
         service = self.runtime.service()
         worker = self.runtime.worker(ownership, service)
@@ -136,13 +138,14 @@ class Delivery:
         except ArtifactError as exc:
             log(self.stderr, "delivery.failed", code=str(exc.code))
             return True
-        if report.delivered or report.retried or report.dead_lettered:
+        if report.delivered or report.retried or report.dead_lettered or report.set_aside:
             log(
                 self.stderr,
                 "delivery.pass",
                 delivered=report.delivered,
                 retried=report.retried,
                 dead=report.dead_lettered,
+                set_aside=report.set_aside,
                 circuit=str(worker.breaker.state),
             )
         return True
@@ -169,13 +172,18 @@ class JsonlWorker:
             on_admitted=delivery.wake.set if delivery else (lambda: None),
             environ=self.environ,
         )
-        pool = ThreadPoolExecutor(self.max_concurrent_calls, thread_name_prefix="artmem-call")
-        restore = _install_sigterm()
+        pool = ThreadPoolExecutor(
+            self.max_concurrent_calls, thread_name_prefix="artmem-call", initializer=_block_sigterm
+        )
+        sigterm = _Sigterm()
+        restore = sigterm.install()
         log(self.stderr, "worker.started", tools=len(host.tools), honcho=delivery is not None)
         if delivery is not None:
             delivery.start()
         try:
+            sigterm.reading = True
             self._read_loop(host, pool)
+            sigterm.reading = False  # from here on a SIGTERM can only be ignored
         except _Terminate:
             log(self.stderr, "worker.sigterm")
         finally:
@@ -185,6 +193,8 @@ class JsonlWorker:
                 delivery.finish(self.runtime.config.honcho.drain_timeout_s)
             host.close()
             restore()
+            if sigterm.ignored:
+                log(self.stderr, "worker.sigterm_ignored", count=sigterm.ignored)
             log(self.stderr, "worker.stopped")
         return 0
 
@@ -381,22 +391,47 @@ def _envelope(line: bytes) -> tuple[object, str, object, Mapping[str, object]]:
     return request_id, op, request.get("caller"), params
 
 
-def _install_sigterm() -> Callable[[], None]:
-    """Make SIGTERM leave the blocking read (main thread only); returns how to undo it."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
+@dataclass
+class _Sigterm:
+    """SIGTERM leaves the blocking read once; during the shutdown drain it is ignored.
 
-    def handler(signum: int, frame: FrameType | None) -> None:
+    A second SIGTERM (a supervisor repeating itself) must neither print a traceback from inside
+    the `finally` that drains nor cut the drain short: the handler raises only while the read
+    loop runs, and stops raising before it raises (no window lets two through).
+    """
+
+    reading: bool = False
+    ignored: int = 0
+
+    def install(self) -> Callable[[], None]:
+        """Install the handler (main thread only); returns how to undo it."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, self._handle)
+
+        def restore() -> None:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+        return restore
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         del signum, frame
-        raise _Terminate()
+        if self.reading:
+            self.reading = False
+            raise _Terminate()
+        self.ignored += 1  # counted, logged after the drain (no I/O in a handler)
 
-    previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, handler)
 
-    def restore() -> None:
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+def _block_sigterm() -> None:
+    """Keep SIGTERM off this (non-main) thread, and the threads it starts.
 
-    return restore
+    Python runs signal handlers in the main thread only; a SIGTERM the kernel hands to another
+    thread merely flags it, and a main thread blocked reading stdin never notices. With every
+    other thread blocking it, the kernel delivers SIGTERM to the main thread, interrupting the
+    read.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
 
 def _ms(started: float) -> float:

@@ -45,6 +45,7 @@ from cas.slicing import (
 )
 from harness_plugin import _views
 from harness_plugin._filter_hints import filter_hints
+from harness_plugin._growth import Growth
 
 MAX_CELL_CHARS = 40
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
@@ -102,7 +103,11 @@ def _info_view(info: TableInfo) -> dict[str, object]:
 
 
 def show_lines(view: dict[str, object]) -> list[str]:
-    """`show` for a person."""
+    """`show` for a person; column names, types and statistics escaped as cells are."""
+    return [_views.printable(line) for line in _show_lines(view)]
+
+
+def _show_lines(view: dict[str, object]) -> list[str]:
     card, artifact, table = view["card"], view["artifact"], view["table"]
     assert isinstance(card, dict) and isinstance(artifact, dict)
     lines = [
@@ -162,11 +167,14 @@ def slice_view(
     limits: SliceLimits,
     out: TextIO,
     err: TextIO,
+    *,
+    outside: Sequence[str] = (),
 ) -> tuple[dict[str, object], list[str]]:
     """Run `artmem slice`: check, slice, write the data, and describe what was read.
 
-    Rows go to `out` (or the `--out` file); notices go to `err` whenever rows are on `out`, so
-    piped CSV or JSON Lines stay clean.
+    Rows go to `out` (or the `--out` file, whose directory must lie outside every directory in
+    `outside`); notices go to `err` whenever rows are on `out`, so piped CSV or JSON Lines stay
+    clean.
     """
     fmt = output_format(args.format, args.out)
     request = SliceRequest(
@@ -177,11 +185,16 @@ def slice_view(
     )
     located = store.locate(args.experiment_id, args.current_source_version)  # one card read
     header = card_header(located)
+    notice: str | None = None  # an export many times the recorded file's size
     try:
         if args.out and fmt != "table":
-            facts = _export_facts(_export(located.source, request, args.out, fmt, limits))
+            growth = Growth(located.card.artifact.bytes, err)
+            result = _export(located.source, request, args.out, fmt, limits, outside, growth)
+            facts = _export_facts(result)
+            facts["amplification"] = growth.ratio(result.file_bytes)
+            notice = growth.notice(result.file_bytes)
         else:
-            facts = _slice(located.source, request, fmt, limits, args, out)
+            facts = _slice(located.source, request, fmt, limits, args, out, outside)
     except (InvalidFilter, UnknownColumn) as exc:
         hints = filter_hints(args.where or "")
         if hints:
@@ -189,6 +202,8 @@ def slice_view(
         raise
     meta = {**header, **facts, "out": args.out, "format": fmt}
     notices = [f"warning: {w}" for w in header["warnings"]]  # type: ignore[attr-defined]
+    if notice is not None:
+        notices.append(notice)
     if facts["truncated"]:
         more = "; csv, jsonl or parquet stream all of them" if fmt == "table" and args.out else ""
         notices.insert(
@@ -202,11 +217,19 @@ def slice_view(
 
 
 def _export(
-    source: SliceSource, request: SliceRequest, path: str, fmt: str, limits: SliceLimits
+    source: SliceSource,
+    request: SliceRequest,
+    path: str,
+    fmt: str,
+    limits: SliceLimits,
+    outside: Sequence[str],
+    growth: Growth,
 ) -> ExportResult:
     """Stream the slice into a new file at `path`; never over an existing file."""
     try:
-        return export_slice(source, request, path, fmt, limits=limits)
+        return export_slice(
+            source, request, path, fmt, limits=limits, outside=outside, watch=growth
+        )
     except FileExistsError as exc:
         raise InvalidInput("--out names an existing file; choose a new path") from exc
 
@@ -231,6 +254,7 @@ def _slice(
     limits: SliceLimits,
     args: argparse.Namespace,
     out: TextIO,
+    outside: Sequence[str],
 ) -> dict[str, object]:
     """A slice held in memory within the slice bounds: printed, or written as a text table."""
     if args.out and request.limit is not None and request.limit > limits.max_rows:
@@ -244,7 +268,7 @@ def _slice(
     file_bytes = None
     if args.out:
         data = _encode(result, fmt)
-        _write_atomically(args.out, data)
+        _write_atomically(args.out, data, outside)
         file_bytes = len(data)
     elif not args.json:
         text = _render_table(result) if fmt == "table" else _encode(result, fmt)
@@ -292,7 +316,7 @@ def _encode(result: SliceResult, fmt: str) -> bytes:
 
 def _render_table(result: SliceResult) -> str:
     """An aligned text table for a person (cells bounded, control characters escaped)."""
-    names = list(result.columns)
+    names = [_cell(name) for name in result.columns]  # a file's names, escaped like cells
     rows = [[_cell(value) for value in row.values()] for row in result.table.to_pylist()]
     widths = [max([len(n), *(len(r[i]) for r in rows)]) for i, n in enumerate(names)]
     lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip()]
@@ -308,9 +332,9 @@ def _cell(value: object) -> str:
     return text if len(text) <= MAX_CELL_CHARS else text[: MAX_CELL_CHARS - 1] + "…"
 
 
-def _write_atomically(path: str, data: bytes) -> None:
+def _write_atomically(path: str, data: bytes, outside: Sequence[str]) -> None:
     """Write `data` to a new file at `path` atomically; never over an existing file."""
     try:
-        write_new(path, [data])
+        write_new(path, [data], outside=outside)
     except FileExistsError as exc:
         raise InvalidInput("--out names an existing file; choose a new path") from exc

@@ -206,8 +206,21 @@ def search_lines(hits: list[dict[str, object]], skipped: int) -> list[str]:
     return lines
 
 
+def printable(text: str) -> str:
+    r"""`text` with every non-printable character escaped (`\x1b`, `\u202e`), for a terminal.
+
+    Names read from files and buckets (a column, an object key) may hold OSC 52 (a clipboard
+    write), a screen clear or a bidi override; a person's terminal must see them as text.
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
 def fsck_lines(view: dict[str, object]) -> list[str]:
-    """`fsck` for a person."""
+    """`fsck` for a person (bucket keys and entry names escaped)."""
     lines = [
         f"checked {view['objects']} objects ({human_size(int(str(view['bytes'])))}) "
         f"and {view['cards']} cards"
@@ -227,7 +240,8 @@ def fsck_lines(view: dict[str, object]) -> list[str]:
         items = view[key]
         assert isinstance(items, list)
         lines.extend(
-            f"  {label}: {item['name'] if isinstance(item, dict) else item}" for item in items
+            f"  {label}: {printable(str(item['name'] if isinstance(item, dict) else item))}"
+            for item in items
         )
     lines.append("ok" if view["ok"] else f"{view['problems']} problem(s); see above")
     return lines

@@ -330,6 +330,11 @@ class Config(Section, frozen=True):
         self.slice.resolve()
 
     @property
+    def managed_roots(self) -> tuple[str, str]:
+        """The directories artmem manages, which no operator's output may land in."""
+        return (self.artifact_root, self.state_root)
+
+    @property
     def effective_limits(self) -> Limits:
         """The limits in force."""
         return self.limits.resolve()

@@ -34,6 +34,7 @@ from indexer._outbox_dirs import (
     lstat_or_none,
     open_outbox_dirs,
     permission_problems,
+    repair_permissions,
 )
 
 SUFFIX = ".json"
@@ -74,7 +75,9 @@ class OutboxCheck:
         moved: corrupt documents moved to dead-letter by this check (with `repair`).
         foreign: files in `pending/` not named like a delivery document (left for an operator).
         permission_problems: directories not 0700, files not 0600, or either not owned by
-            this user, as `"<path under the state root>: <finding>"`.
+            this user, as `"<path under the state root>: <finding>"` (after a repair, what
+            it could not fix).
+        permissions_repaired: modes this check set right (with `repair`).
     """
 
     valid: int = 0
@@ -82,11 +85,17 @@ class OutboxCheck:
     moved: int = 0
     foreign: int = 0
     permission_problems: tuple[str, ...] = ()
+    permissions_repaired: int = 0
+
+    @property
+    def problems(self) -> int:
+        """What is left for an operator: unmoved corrupt documents, foreign files, permissions."""
+        return self.corrupt - self.moved + self.foreign + len(self.permission_problems)
 
     @property
     def ok(self) -> bool:
         """Whether nothing is left for an operator (every corrupt document was moved)."""
-        return self.corrupt == self.moved and not self.foreign and not self.permission_problems
+        return self.problems == 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +204,20 @@ class Outbox:
             entries, _invalid = _load_all(pending)
         return sorted(entries, key=lambda e: (e.seq, e.delivery_id))
 
+    def claimable(self) -> tuple[list[OutboxEntry], int]:
+        """The pending deliveries, once every corrupt document is moved to dead-letter.
+
+        What the delivery worker reads on each pass, so a corrupt document (a captured turn
+        damaged on disk) is set aside (`CORRUPT`, counted in status) without waiting for
+        `fsck --repair`. One that cannot be moved stays, and is counted as invalid.
+
+        Returns:
+            The valid entries in admission order, and how many documents were set aside.
+        """
+        with self._dirs() as (pending, dead, _tmp):
+            entries, _invalid, moved = _load_all_moving(pending, dead)
+        return sorted(entries, key=lambda e: (e.seq, e.delivery_id)), moved
+
     def dead_letters(self) -> list[DeadLetter]:
         """Every dead letter, with its reason."""
         with self._dirs() as (_pending, dead, _tmp):
@@ -236,19 +259,22 @@ class Outbox:
         """Verify every pending document, and the permissions and owner of the outbox.
 
         With `repair`, corrupt documents are moved to dead-letter (reason `CORRUPT`), whence
-        reconciliation re-admits their cards. A check creates nothing: an outbox never used
-        is reported empty. Permissions are reported, never changed.
+        reconciliation re-admits their cards, and wrong modes of what this user owns (the state
+        root included) are set right. A check creates nothing: an outbox never used is
+        reported empty. Owners are reported, never changed.
 
         Raises:
             OutboxError: the outbox directories are unusable, or a corrupt document could not
                 be moved aside.
         """
+        repaired = repair_permissions(self.state_root) if repair else 0
         problems = permission_problems(self.state_root)
         outbox = os.path.join(self.state_root, OUTBOX)
         for path in (outbox, os.path.join(outbox, PENDING)):
             info = lstat_or_none(path)
             if info is None or not stat.S_ISDIR(info.st_mode):
-                return OutboxCheck(permission_problems=problems)  # never used, or reported
+                # never used, or reported
+                return OutboxCheck(permission_problems=problems, permissions_repaired=repaired)
         valid = corrupt = moved = foreign = 0
         pending, dead = open_outbox_dirs(self.state_root, (PENDING, DEAD_LETTER))
         try:
@@ -266,7 +292,7 @@ class Outbox:
         finally:
             os.close(pending)
             os.close(dead)
-        return OutboxCheck(valid, corrupt, moved, foreign, problems)
+        return OutboxCheck(valid, corrupt, moved, foreign, problems, repaired)
 
     def stats(self) -> OutboxStats:
         """Depth, oldest admission, dead letters, invalid documents and temp leftovers.
@@ -363,8 +389,14 @@ def _set_aside(dir_fd: int, name: str, dead_fd: int, corrupt: _Corrupt) -> bool:
 
 
 def _load_all(dir_fd: int) -> tuple[list[OutboxEntry], int]:
+    entries, invalid, _moved = _load_all_moving(dir_fd, None)
+    return entries, invalid
+
+
+def _load_all_moving(dir_fd: int, set_aside_to: int | None) -> tuple[list[OutboxEntry], int, int]:
+    """Valid entries, invalid documents left, and corrupt ones moved to `set_aside_to`."""
     entries: list[OutboxEntry] = []
-    invalid = 0
+    invalid = moved = 0
     for name in os.listdir(dir_fd):
         if not _is_document_name(name):
             invalid += 1
@@ -372,9 +404,22 @@ def _load_all(dir_fd: int) -> tuple[list[OutboxEntry], int]:
         found = _inspect(dir_fd, name)
         if isinstance(found, OutboxEntry):
             entries.append(found)
+        elif (
+            isinstance(found, _Corrupt)
+            and set_aside_to is not None
+            and _moved(dir_fd, name, set_aside_to, found)
+        ):
+            moved += 1
         elif found is not None:
             invalid += 1
-    return entries, invalid
+    return entries, invalid, moved
+
+
+def _moved(dir_fd: int, name: str, dead_fd: int, corrupt: _Corrupt) -> bool:
+    try:
+        return _set_aside(dir_fd, name, dead_fd, corrupt)
+    except OutboxError:
+        return False  # counted as invalid; fsck reports it
 
 
 def _is_document_name(name: str) -> bool:

@@ -6,12 +6,13 @@ user the worker runs as; `permission_problems` is what `artmem fsck` reports oth
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Sequence
 
 from cards import ArtifactError, OutboxError
-from cas import make_dirs, open_dir
+from cas import make_dirs, make_root, open_dir
 
 OUTBOX = "outbox"
 PENDING = "pending"
@@ -29,7 +30,7 @@ def open_outbox_dirs(state_root: str, names: Sequence[str]) -> list[int]:
     """
     fds: list[int] = []
     try:
-        os.makedirs(state_root, mode=0o700, exist_ok=True)
+        make_root(state_root)
         root = open_dir(state_root)
         try:
             for name in names:
@@ -68,6 +69,53 @@ def permission_problems(state_root: str) -> tuple[str, ...]:
             if child is not None and stat.S_ISREG(child.st_mode):
                 problems += _finding(f"{label}/{name}", child, directory=False)
     return tuple(problems)
+
+
+def repair_permissions(state_root: str) -> int:
+    """Give the state root and the outbox's directories and files their modes; how many changed.
+
+    Only what this user owns and a mode alone is wrong with: an owner is reported, never
+    changed. Each is opened without following a symlink and changed through its descriptor.
+    """
+    try:
+        root = os.stat(state_root)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    fixed = _fix_mode(state_root, root, directory=True, follow=True)
+    for label in (OUTBOX, *(f"{OUTBOX}/{name}" for name in (PENDING, DEAD_LETTER, TMP))):
+        path = os.path.join(state_root, label)
+        info = lstat_or_none(path)
+        if info is None or not stat.S_ISDIR(info.st_mode):
+            continue
+        fixed += _fix_mode(path, info, directory=True)
+        with contextlib.suppress(OSError):
+            for name in os.listdir(path):
+                child = os.path.join(path, name)
+                found = lstat_or_none(child)
+                if found is not None and stat.S_ISREG(found.st_mode):
+                    fixed += _fix_mode(child, found, directory=False)
+    return fixed
+
+
+def _fix_mode(path: str, info: os.stat_result, *, directory: bool, follow: bool = False) -> int:
+    expected = DIR_MODE if directory else FILE_MODE
+    if stat.S_IMODE(info.st_mode) == expected or info.st_uid != os.geteuid():
+        return 0
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags | (os.O_DIRECTORY if directory else 0))
+    except OSError:
+        return 0  # gone, replaced by a symlink, or unreadable: still reported
+    try:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+            return 0  # replaced since it was judged
+        os.fchmod(fd, expected)
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+    return 1
 
 
 def lstat_or_none(path: str) -> os.stat_result | None:

@@ -123,6 +123,7 @@ class DeliveryReport:
     retried: int = 0
     dead_lettered: int = 0
     blocked: int = 0
+    set_aside: int = 0  # corrupt documents moved to dead-letter
 
     def add(self, other: DeliveryReport) -> None:
         """Accumulate another report into this one."""
@@ -131,11 +132,12 @@ class DeliveryReport:
         self.retried += other.retried
         self.dead_lettered += other.dead_lettered
         self.blocked += other.blocked
+        self.set_aside += other.set_aside
 
     @property
     def progressed(self) -> bool:
         """Whether anything left the pending queue."""
-        return bool(self.delivered or self.dead_lettered)
+        return bool(self.delivered or self.dead_lettered or self.set_aside)
 
 
 def _noop(entry: OutboxEntry, code: str) -> None:
@@ -163,14 +165,17 @@ class DeliveryWorker:
     def run_once(self) -> DeliveryReport:
         """One pass: each session's due entries in order, sessions concurrently (bounded).
 
+        Corrupt documents found on the way are moved to dead-letter (`Outbox.claimable`).
+
         Raises:
             NotOwner: this worker does not (or no longer) own the state root.
         """
         self.ownership.check()
         groups: dict[str, list[OutboxEntry]] = {}
-        for entry in self.outbox.pending():
+        entries, set_aside = self.outbox.claimable()
+        for entry in entries:
             groups.setdefault(entry.target.session_id, []).append(entry)
-        report = DeliveryReport()
+        report = DeliveryReport(set_aside=set_aside)
         if groups:
             workers = max(1, min(self.max_sessions, len(groups)))
             with ThreadPoolExecutor(workers, thread_name_prefix="artmem-deliver") as pool:

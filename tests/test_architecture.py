@@ -39,7 +39,10 @@ API_PACKAGES = (*PACKAGES, "cas.slicing")
 # APIs whose users are other packages (harness_plugin's and rlm_client's are people and kernels).
 LIBRARY_APIS = ("cards", "cas", "cas.slicing", "indexer")
 # Code-shaped strings that are not codes: a status file name and the worker's log events.
-NOT_CODES = {"worker.json", "worker.started", "worker.eof", "worker.sigterm", "worker.stopped"}
+NOT_CODES = {
+    "worker.json", "worker.started", "worker.eof", "worker.sigterm", "worker.sigterm_ignored",
+    "worker.stopped",
+}  # fmt: skip
 ERROR_CODE_PREFIXES = ("config", "input", "worker", "slice", "card", "cas", "indexer", "client")
 IO_MODULES = {
     "os", "io", "pathlib", "shutil", "socket", "subprocess", "tempfile", "time", "random",

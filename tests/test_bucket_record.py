@@ -143,12 +143,22 @@ def test_chunks_that_collide_with_the_first_pass_are_still_refused(
     store = Host(s3_endpoint, bucket, ws.root / "state").store(
         PROJECT, settings={"part_checksums": checksums}
     )
-    progress = ChangeAfterHashing(path, 10)
+    # The change comes after the first pass and its unchanged-check (which now sees any write
+    # by its ctime): at the HEAD the store sends before publishing.
+    flip = ChangeAfterHashing(path, 10)
+    head = BucketClient.head
+
+    def change_then_head(*args, **kwargs):  # type: ignore[no-untyped-def]
+        flip.start(2)
+        flip.advance(1)  # the byte flips (its mtime put back)
+        return head(*args, **kwargs)
+
+    monkeypatch.setattr(BucketClient, "head", change_then_head)
     with pytest.raises(SourceChanged):
         store.record(
-            str(ws.rlm_root), Provenance(session_id=SESSION), make_metadata(), "a.bin", progress
+            str(ws.rlm_root), Provenance(session_id=SESSION), make_metadata(), "a.bin", Ticks()
         )
-    assert progress.changed
+    assert flip.changed
     _nothing_visible(store, s3_endpoint, bucket)
     assert declared, "nothing was sent"
     assert any(d is not None for d in declared) is checksums  # a declared part SHA-256, or none

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import msgspec
 
@@ -75,14 +75,22 @@ def export_slice(
     fmt: str,
     *,
     limits: SliceLimits | None = None,
+    outside: Sequence[str] = (),
+    watch: Callable[[int], None] | None = None,
 ) -> ExportResult:
     """Stream a slice of a recorded table into the new file `path`, encoded as `fmt`.
 
     `request.limit` and `request.max_bytes` default to the export's ceilings (`limits.export`);
     reaching one ends the file there, and the result says `truncated` and which bound.
 
+    `path`'s directory must lie outside every directory in `outside` (the store's roots).
+    `watch`, if given, is called with the bytes written so far about every half second while
+    the export runs, and once with the file's size at the end (a caller's progress, or its
+    warning that a tiny file is growing into a huge one).
+
     Raises:
         FileExistsError: `path` exists (or appeared meanwhile); nothing was written.
+        PathRejected: `path`'s directory is inside one of `outside`.
         InvalidInput: the request or `fmt` is malformed, or `fmt` cannot hold a column
             (`FilterSyntaxError`, `FilterTypeError`, `UnknownColumn` and
             `UnsupportedMediaType` as for `read_slice`).
@@ -117,23 +125,31 @@ def export_slice(
         answer_bytes=4 * limits.max_footer_bytes,  # a schema, when the request does not fit it
     )
     with (
-        _fs.staged_beside(path) as output,
+        _fs.staged_beside(path, outside=outside) as output,
         verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader,
     ):
         work = functools.partial(
             _export_in_child, reader, media_type, limits, request, node, limit, max_bytes,
             fmt, output.stage.fd,
         )  # fmt: skip
-        answer = bounded(work, reader, bounds)
+        tick = None if watch is None else functools.partial(_report_size, output.stage.fd, watch)
+        answer = bounded(work, reader, bounds, tick=tick)
         result = _result(answer, reader.stats, request, node, limit, path, fmt)
         try:
             written = os.fstat(output.stage.fd).st_size
         except OSError as exc:
             raise StoreIOError(f"cannot write the output file: {exc.strerror}") from exc
+        if watch is not None:
+            watch(written)
         if written != result.file_bytes:
             raise TableUnreadable("the table's reader answered another size than it wrote")
         output.publish()
     return result
+
+
+def _report_size(fd: int, watch: Callable[[int], None]) -> None:
+    with contextlib.suppress(OSError):
+        watch(os.fstat(fd).st_size)
 
 
 def _export_in_child(

@@ -60,6 +60,7 @@ from cas.slicing._reader import ReadStats, VerifiedReader
 TIMEOUT_SECONDS = 60.0
 MAX_ANSWER_BYTES = 64 << 20
 MAX_STDERR_BYTES = 1 << 14
+TICK_S = 0.5  # how often `bounded` calls its `tick` while the child works
 _READ_BYTES = 1 << 20
 _LENGTH_BYTES = 8
 # What a child that ran out of memory leaves on its stderr: pyarrow's `std::bad_alloc` abort,
@@ -103,12 +104,14 @@ def bounded(
     bounds: Bounds,
     *,
     prepare: Callable[[], None] | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> Answer:
     """Compute `work()`, which reads through `reader`, in a forked child within `bounds`.
 
     `prepare` runs in the child before its memory bound is set: importing pyarrow there, for a
     caller that never loads it (the record path), maps about a gigabyte of address space that
-    the bound must not count.
+    the bound must not count. `tick` runs in this process about every `TICK_S` while the
+    child works (an export's progress).
 
     Raises:
         SliceTimeout: the child ran past `bounds.seconds` and was killed.
@@ -141,7 +144,7 @@ def bounded(
     os.close(errors_end)
     pipes = _Pipes(answer_fd, errors_fd, bounds.answer_bytes)
     try:
-        status = _wait(pid, pipes, time.monotonic() + bounds.seconds)
+        status = _wait(pid, pipes, time.monotonic() + bounds.seconds, tick)
     except BaseException as exc:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
@@ -299,7 +302,7 @@ class _Pipes:
             os.close(fd)
 
 
-def _wait(pid: int, pipes: _Pipes, deadline: float) -> int:
+def _wait(pid: int, pipes: _Pipes, deadline: float, tick: Callable[[], None] | None = None) -> int:
     """Read the child's pipes until it exits; return its wait status.
 
     A pidfd says when the child exits, even if a process it shares descriptors with (a
@@ -314,9 +317,13 @@ def _wait(pid: int, pipes: _Pipes, deadline: float) -> int:
             watched = pipes.open + ([exited] if exited is not None else [])
             if not watched:
                 return os.waitpid(pid, 0)[1]
-            ready = _ready(watched, deadline - time.monotonic())
+            left = deadline - time.monotonic()
+            ready = _ready(watched, min(left, TICK_S) if tick is not None else left)
             if not ready:
-                raise _Expired
+                if tick is None or time.monotonic() >= deadline:
+                    raise _Expired
+                tick()
+                continue
             if exited is not None and exited in ready:
                 pipes.drain()
                 return os.waitpid(pid, 0)[1]

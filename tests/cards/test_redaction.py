@@ -142,6 +142,32 @@ CLASSES = [
     ("[2001:0db8:0000:0000:0000:ff00:0042:8329]:443", RedactionKind.IP_ADDRESS, ["0db8", "8329"]),
     ("postgres://u:pa#ss@host/db", RedactionKind.CONNECTION_STRING, ["pa#ss", "host"]),
     ("https://admin:s3#c?r/t@internal.example/x", RedactionKind.CONNECTION_STRING, ["s3#c"]),
+    # issue 30: addresses in any script, webhooks, named tokens, PINs, home directories
+    ("write to jürgen.müller@exämple.de today", RedactionKind.EMAIL, ["jürgen", "müller"]),
+    ("josé@correo.es.", RedactionKind.EMAIL, ["josé", "correo"]),
+    ("联系张伟@例子.公司，谢谢", RedactionKind.EMAIL, ["张伟", "例子"]),
+    ("राम@उदाहरण.भारत", RedactionKind.EMAIL, ["राम", "उदाहरण"]),
+    ("ＪＯＳＥ＠ｃｏｒｒｅｏ．ｅｓ", RedactionKind.EMAIL, ["ｃｏｒｒｅｏ", "correo"]),
+    (
+        "hook https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/Xy9Zw8Vu7Ts6Rq5Po4Nm3Lk2 end",
+        RedactionKind.URL_SECRET,
+        ["T0ABCDEF1", "Xy9Zw8Vu"],
+    ),
+    ("hooks.slack.com/workflows/T01/A02/xyz987 x", RedactionKind.URL_SECRET, ["xyz987"]),
+    (
+        "discord.com/api/webhooks/123456789/AbCdEfGh-ij_klm x",
+        RedactionKind.URL_SECRET,
+        ["AbCdEfGh"],
+    ),
+    ("api token " + "3f9a" * 16 + " please", RedactionKind.CREDENTIAL, ["3f9a3f9a"]),
+    ("the access token c2VjcmV0LXRva2VuLTE5ODc= end", RedactionKind.CREDENTIAL, ["c2VjcmV0"]),
+    ("my PIN is 4821.", RedactionKind.CREDENTIAL, ["4821"]),
+    ("PIN: 004821 and", RedactionKind.CREDENTIAL, ["004821"]),
+    ("pin code 7391", RedactionKind.CREDENTIAL, ["7391"]),
+    ("bank pin 55120 x", RedactionKind.CREDENTIAL, ["55120"]),
+    ("in home/alice/data/q3.csv", RedactionKind.PATH, ["alice"]),
+    ("Users/jürgen/Documents/plan.xlsx", RedactionKind.PATH, ["jürgen"]),
+    ("as /root.", RedactionKind.PATH, ["/root"]),
 ]
 
 
@@ -166,6 +192,13 @@ def test_each_class_is_replaced_by_its_placeholder(text, kind, fragments):
         "digest " + "0123456789abcdef" * 4 + "\nand " + "fedcba9876543210" * 4,
         "½ cup, ﬁle, ＡＢＣ prose, 𝐛𝐨𝐥𝐝, Café ✓ 数据 …",
         "TreatmentResponseByCohort over 12 weeks",
+        # issue 30: ordinary scientific text near the new shapes
+        "the PIN1 isomerase binds at pin 3; PIN diode gain 4000 at 5 GHz",
+        "token ring topology and tokenised text, 2048 tokens per window",
+        "home/away ratio 1.2; the user study had 48 users/day",
+        "IC50 of 3.2 µM; root mean square 0.04; square root of 2",
+        "Müller et al. (2019) and José's cohort; 张伟 reported 例子",
+        "the pinned version 1.4.2 and the sha256 " + "ab" * 32,
     ],
 )
 def test_look_alikes_pass_through_in_their_own_form(text):
@@ -256,3 +289,24 @@ def test_redaction_of_new_shapes_is_a_fixed_point(text):
         assert again.text == result.text
         assert again.redactions == 0
         assert unicodedata.is_normalized("NFC", result.text)
+
+
+ISSUE_30_SECRETS = [
+    ("jürgen.müller@exämple.de", ["jürgen.m", "exämple"]),
+    ("josé@correo.es", ["josé@cor", "correo.e"]),
+    ("张伟@例子.公司", ["张伟", "例子.公司"]),
+    ("https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/Xy9Zw8Vu7Ts6Rq5Po4Nm3Lk2",
+     ["T0ABCDEF", "Xy9Zw8Vu"]),
+    ("api token " + "3f9a" * 16, ["3f9a3f9a"]),
+    ("my PIN is 4821", ["4821"]),
+    ("/home/jürgen/projects/q3", ["jürgen"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("secret", "cores"), ISSUE_30_SECRETS)
+def test_the_issue_30_shapes_never_reach_the_remote_card(secret, cores):
+    before, after = "Cohort response, contact ", " for the dose table."
+    remote = project_card(build_card(card_fields(before, secret, after)))
+    benign = project_card(build_card(card_fields(before, "", after)))
+    assert isinstance(remote, RemoteCard) and isinstance(benign, RemoteCard)
+    assert not leaked(tuple(cores), everything_sent(remote), everything_sent(benign))

@@ -276,6 +276,81 @@ def test_file_removed_while_streaming_is_refused(ws):
         _record_with(ws, ws.store(), "r.bin", _Mutate(path.unlink))
 
 
+def test_a_hard_link_made_while_streaming_is_refused(ws, tmp_path):
+    # Issue 30: the link count was checked once, at open.
+    path = ws.export("r.bin", b"a" * 1000)
+    store = ws.store()
+    with pytest.raises(HardLinked):
+        _record_with(ws, store, "r.bin", _Mutate(lambda: os.link(path, tmp_path / "out.bin")))
+    _assert_nothing_stored(ws, store)
+
+
+def test_a_write_with_its_mtime_put_back_is_refused(ws):
+    # Same size, same mtime: only the ctime, which nobody can set, tells.
+    path = ws.export("r.bin", b"a" * 1000)
+    mtime = path.stat().st_mtime_ns
+
+    def rewrite() -> None:
+        with open(path, "r+b") as handle:
+            handle.write(b"Z" * 1000)
+        os.utime(path, ns=(mtime, mtime))
+
+    with pytest.raises(SourceChanged):
+        _record_with(ws, ws.store(), "r.bin", _Mutate(rewrite))
+
+
+def test_an_outside_file_passing_through_exports_is_held_and_seen(ws, tmp_path, monkeypatch):
+    # The racer's instant: an outside file linked in, its own name unlinked (alone in exports
+    # when opened), its name linked back once the record looks away. The hold sees it.
+    import cas._ingest
+
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"outside bytes")
+    os.utime(outside, ns=(10**18, 10**18))  # written long ago: its links change now
+    os.link(outside, ws.exports() / "r.bin")
+    outside.unlink()
+    held: list[float] = []
+
+    def racer_runs(seconds: float) -> None:
+        held.append(seconds)
+        os.link(ws.exports() / "r.bin", outside)
+
+    monkeypatch.setattr(cas._ingest.time, "sleep", racer_runs)
+    store = ws.store()
+    with pytest.raises(HardLinked):
+        _record_path(ws, store, "r.bin")
+    assert len(held) == 1 and 0 < held[0] <= cas._ingest.SETTLE_NS / 1e9
+    _assert_nothing_stored(ws, store)
+
+
+def test_a_file_just_written_is_recorded_without_a_hold(ws, monkeypatch):
+    import cas._ingest
+
+    def no_hold(seconds: float) -> None:
+        raise AssertionError("a freshly written file was held")
+
+    monkeypatch.setattr(cas._ingest.time, "sleep", no_hold)
+    ws.export("r.bin", b"fresh")
+    assert _record_path(ws, ws.store(), "r.bin").card.artifact.bytes == 5
+
+
+@pytest.mark.slow
+def test_a_racing_process_never_gets_an_outside_file_recorded(tmp_path):
+    # The full figure (10,000 tries per mode) is benchmarks/bench_link_race.py's default.
+    import json
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_link_race.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--tries", "1500", "--json", "--dir", str(tmp_path)],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    assert report["escapes"] == 0 and done.returncode == 0, report
+    assert all(sum(counts.values()) == 1500 for counts in report["results"].values())
+
+
 def test_per_artifact_limit_is_checked_before_streaming(ws):
     from cards import DEFAULT_LIMITS
 

@@ -183,3 +183,29 @@ def test_demo_keep_leaves_a_workspace_the_printed_commands_work_in(tmp_path):
     assert "Treatment response by cohort" in outputs[0]  # list
     assert "B" in outputs[2]  # the slice of cohort B
     assert (Path(cwd) / "response.parquet").stat().st_size > 16 * 1024 * 1024  # export
+
+
+@pytest.mark.parametrize("damage", ["corrupt outbox document", "state root 0755"])
+def test_fsck_ok_agrees_with_its_exit_status_and_repair_fixes_what_it_reports(env, capsys, damage):
+    # Issue 30: `fsck --json` printed "ok": true with a failing outbox section and exit 1.
+    from outbox_helpers import make_entry
+
+    from indexer import Outbox
+
+    _record(capsys)
+    state = env / "state"
+    if damage == "state root 0755":
+        state.mkdir(exist_ok=True)
+        os.chmod(state, 0o755)  # as a bucket host's cache used to create it
+    else:
+        entry = make_entry(1)
+        Outbox(str(state)).admit(entry)
+        (state / "outbox" / "pending" / f"{entry.delivery_id}.json").write_bytes(b"garbage")
+    code, report = _run(capsys, "fsck")
+    assert code == 1 and report["ok"] is False and report["problems"] >= 1
+    assert report["outbox"]["ok"] is False
+    code, report = _run(capsys, "fsck", "--repair")
+    assert code == 0 and report["ok"] is True, report
+    code, report = _run(capsys, "fsck")
+    assert code == 0 and report["ok"] is True and report["problems"] == 0
+    assert main(["fsck"]) == 0 and capsys.readouterr().out.rstrip().endswith("ok")

@@ -170,3 +170,32 @@ def test_bytes_that_change_while_copied_leave_no_file(tmp_path):
     with pytest.raises(IntegrityError):
         write_new(str(dest), _checked_chunks(str(source), expected, (1 << 20) + 5))
     assert list(dest.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("target", ["object", "card", "lock", "state", "symlinked parent"])
+def test_export_force_never_replaces_anything_the_store_holds(env, target):
+    # Issue 30: `export A <B's object path> --force` replaced B's object.
+    tmp, _, _ = env
+    a = _record(env, "a.bin", b"A" * 100, "A", "--source", "lake")
+    b = _record(env, "b.bin", b"B" * 100, "B", "--source", "lake")
+    code, resolved = _json(env, "resolve", b["experiment_id"])
+    assert code == 0, resolved
+    artifacts, state = tmp / "artifacts", tmp / "state"
+    state.mkdir(mode=0o700, exist_ok=True)
+    (state / "keep.json").write_bytes(b"{}")
+    link = tmp / "elsewhere"
+    link.symlink_to(Path(resolved["path"]).parent)
+    dest = {
+        "object": Path(resolved["path"]),
+        "card": next(p for p in artifacts.rglob("*") if p.is_file() and "cards" in p.parts),
+        "lock": next(artifacts.rglob("lock")),
+        "state": state / "keep.json",
+        "symlinked parent": link / Path(resolved["path"]).name,
+    }[target]
+    held = {p: p.read_bytes() for p in (*artifacts.rglob("*"), *state.rglob("*")) if p.is_file()}
+    code, out = _json(env, "export", a["experiment_id"], str(dest), "--force")
+    assert code == 1 and out["error"]["code"] == "cas.path_rejected", out
+    after = {p: p.read_bytes() for p in (*artifacts.rglob("*"), *state.rglob("*")) if p.is_file()}
+    assert after == held
+    code, resolved = _json(env, "resolve", b["experiment_id"])
+    assert code == 0 and Path(resolved["path"]).read_bytes() == b"B" * 100

@@ -346,3 +346,77 @@ def test_a_correction_marks_what_it_supersedes(conv):
     line = next(x for x in block.splitlines() if x.startswith("- We agreed cohorts"))
     assert "SUPERSEDED by a correction" in line
     assert "correcting an earlier memory" in block
+
+
+@pytest.mark.parametrize(
+    ("said", "content"),
+    [
+        ("Don't remember this: my PIN is 4821.", "my PIN is 4821"),
+        ("Never store the following. I was diagnosed with asthma.", "I was diagnosed with asthma"),
+        ("Bob said: I hate Parquet.", "I hate Parquet"),
+        ("I like tabs?", "I like tabs"),
+        ("Not true: I like tabs.", "I like tabs"),
+    ],
+)
+@pytest.mark.parametrize("tool", ["memory_record", "memory_correct"])
+def test_what_the_person_withheld_asked_quoted_or_denied_is_never_recorded(
+    conv, said, content, tool
+):
+    conv.feed(turn_events(1, said, None)[:3])
+    with pytest.raises(ConsentRefused) as refused:
+        _call(conv, tool, {"content": content})
+    assert refused.value.code == "memory.consent_refused"
+    assert [m for m in conv.outbox_bytes() if content.encode() in m] == []
+    conv.deliver()
+    assert all(content not in m.content for m in conv.messages())
+    assert any(k.startswith("memory.consent_refused.") for k in conv.host.memory.metrics())
+
+
+def test_a_session_records_only_into_the_project_where_it_started(conv):
+    from cards import ProjectMismatch
+
+    conv.feed(turn_events(1, "I prefer Parquet.", None)[:3])  # started in trial/
+    with pytest.raises(ProjectMismatch) as refused:
+        _call(conv, "memory_record", {"content": "I prefer Parquet"}, project_dir="other")
+    assert refused.value.code == "memory.project_mismatch"
+    assert [m for m in conv.outbox_bytes() if b"other-project" in m] == []
+    assert _call(conv, "memory_record", {"content": "I prefer Parquet"})["recorded"]
+    # events of the same session arriving from the other project's directory are not captured
+    replies = conv.feed(turn_events(2, "We use tabs.", "Ok.", start_seq=50), project_dir="other")
+    assert replies[-1]["skipped"] == "capture.project_mismatch"
+
+
+def test_the_issue_30_shapes_stay_out_of_the_outbox_honcho_and_queries(conv):
+    # Non-ASCII e-mail addresses, a Slack webhook, a named hex token, a PIN, a home directory:
+    # none may reach the outbox, Honcho's messages or its search and dialectic queries.
+    hook = "https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/Xy9Zw8Vu7Ts6Rq5Po4Nm3Lk2"
+    token = "3f9a" * 16
+    said = (
+        f"Cohorts: mail jürgen.müller@exämple.de or 张伟@例子.公司, post to {hook}, "
+        f"api token {token}, my PIN is 4821, data in /home/jürgen/q3."
+    )
+    secrets = ["jürgen", "müller", "张伟", "例子", "T0ABCDEF1", "Xy9Zw8Vu", token[:12], "4821"]
+    _history(conv)
+    conv.feed(turn_events(1, said, "Noted the cohorts.", start_seq=200), session="s-30")
+    conv.host.memory.first_step("s-30", conv.cwd(), True, {"turn": 1, "step": 1})
+    _call(conv, "memory_search", {"query": f"cohorts josé@correo.es {hook} PIN: 4821"})
+    _call(conv, "memory_recall", {"question": f"cohorts for 张伟@例子.公司, api token {token}?"})
+    outbox = _as_text(conv.outbox_bytes())
+    conv.deliver()
+    sent = _as_text(r.raw_body for r in conv.fake.requests)
+    for secret in [*secrets, "josé"]:
+        assert secret not in outbox and secret not in sent, secret
+    assert "Cohorts" in outbox and "cohorts" in sent
+
+
+def _as_text(documents) -> str:
+    """JSON documents as their text, `\\u` escapes undone, so a search sees what was sent."""
+    import json
+
+    texts = []
+    for raw in documents:
+        try:
+            texts.append(json.dumps(json.loads(raw), ensure_ascii=False))
+        except ValueError:
+            texts.append(raw.decode("utf-8", errors="replace"))
+    return "\n".join(texts)

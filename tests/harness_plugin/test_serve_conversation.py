@@ -105,3 +105,29 @@ def test_a_crash_after_the_remote_commit_leaves_exactly_one_copy(setup):
     )  # fmt: skip
     assert synced.returncode == 0, synced.stdout
     assert len(fake.messages("artmem-dev")) == 2  # found by delivery id, not sent again
+
+
+def test_a_second_sigterm_during_the_drain_neither_prints_a_traceback_nor_cuts_it_short(setup):
+    # Issue 30: the SIGTERM handler raised again inside the `finally` that drains.
+    import select
+    import signal
+
+    fake, config, project_root = setup
+    held = fake.hold("message_create")  # the drain cannot finish until the test lets it
+    worker = ServeProcess(config, _env())
+    _append_all(worker, sample_events(), _who("main-session-1", project_root))
+    worker.proc.send_signal(signal.SIGTERM)
+    assert worker.proc.stderr is not None
+    seen = []
+    while not any('"worker.sigterm"' in line for line in seen):  # the first one was taken
+        # a guard against a hang, not a wait: a line is normally there at once
+        assert select.select([worker.proc.stderr], [], [], 60)[0], "".join(seen)
+        seen.append(worker.proc.stderr.readline())
+        assert seen[-1], "".join(seen)
+    worker.proc.send_signal(signal.SIGTERM)  # while the drain waits on the held delivery
+    held.set()
+    code, log = worker.close()
+    log = "".join(seen) + log
+    assert code == 0 and "Traceback" not in log, log
+    assert '"worker.sigterm_ignored"' in log and '"delivery.drained"' in log
+    assert [m.content for m in fake.messages("artmem-dev")] == [USER_TEXT, ASSISTANT_TEXT]

@@ -272,3 +272,54 @@ def test_an_export_many_times_the_memory_bound_keeps_a_flat_peak(tmp_path):
     written = pq.ParquetFile(tmp_path / f"rows-{rows}.parquet")
     assert written.metadata.num_rows == rows
     assert written.read_row_group(written.num_row_groups - 1).column("s")[-1] == values[-1]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "table"])
+@pytest.mark.parametrize("where", ["cards", "objects", "state", "symlinked parent"])
+def test_out_never_lands_in_the_store_or_the_state_root(host, out_dir, fmt, where):
+    # Issue 30: `slice --out` dropped files into cards/ and objects/, and fsck failed after.
+    env, cwd, _, ids = host
+    tmp = Path(env["ARTMEM_CONFIG"]).parent
+    artifacts, state = tmp / "artifacts", tmp / "state"
+    target = {
+        "cards": next(artifacts.rglob("cards")),
+        "objects": next(artifacts.rglob("objects")),
+        "state": state,
+        "symlinked parent": out_dir / "innocent",
+    }[where]
+    if where == "symlinked parent":
+        target.symlink_to(next(artifacts.rglob("objects")))
+    state.mkdir(mode=0o700, exist_ok=True)
+    before = sorted(p for p in (*artifacts.rglob("*"), *state.rglob("*")))
+    path = target / f"dropped.{'csv' if fmt == 'csv' else 'txt'}"
+    code, err = artmem(env, cwd, "slice", ids["parquet"], "--out", str(path), "--format", fmt)
+    assert code == 1 and err["error"]["code"] == "cas.path_rejected", err
+    assert sorted(p for p in (*artifacts.rglob("*"), *state.rglob("*"))) == before
+    code, report = artmem(env, cwd, "fsck")
+    assert code == 0 and report["ok"], json.dumps(report)
+
+
+def test_an_export_many_times_the_recorded_file_is_never_silent(host, out_dir):
+    # Issue 30: a 30 KB Parquet of 10^9 rows became a 2 GB CSV in silence. Here 3 million zeros
+    # (a few KB of Parquet) become 6 MB of CSV.
+    env, cwd, exports, ids = host
+    pq.write_table(pa.table({"z": pa.array([0] * 3_000_000, pa.int8())}), exports / "tiny.parquet")
+    tiny = record(env, cwd, "tiny.parquet", "parquet")
+    size = (exports / "tiny.parquet").stat().st_size
+    for argv in (["--json"], []):
+        path = out_dir / f"big{len(argv)}.csv"
+        done = subprocess.run(
+            [ARTMEM, "slice", tiny, "--out", str(path), *argv],
+            capture_output=True, text=True, env=env, cwd=cwd, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        written = path.stat().st_size
+        assert written > 100 * size
+        assert done.stderr.count("warning: the output has passed 100x the recorded file") == 1
+        if argv:
+            assert json.loads(done.stdout)["amplification"] == round(written / size, 1)
+        else:
+            assert f"warning: wrote {written / size:,.0f}x the recorded file" in done.stdout
+    ordinary = out_dir / "ordinary.csv"
+    code, meta = artmem(env, cwd, "slice", ids["parquet"], "--out", str(ordinary))
+    assert code == 0 and meta["amplification"] < 100

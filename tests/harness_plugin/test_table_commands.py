@@ -142,3 +142,48 @@ def test_a_flipped_byte_in_a_read_chunk_fails_the_slice(recorded, capsys):
     status, out = _json(capsys, "slice", ids["r.parquet"], "--where", "k < 3")
     assert status == 1 and out["error"]["code"] == "cas.integrity"
     assert os.path.exists(parquet)
+
+
+HOSTILE_NAMES = [
+    "osc52\x1b]52;c;ZXZpbA==\x07",  # a clipboard write
+    "clear\x1b[2J\x1b[H",  # a screen clear
+    "bidi\u202eevil",
+    "c1\x9b31m",
+]
+
+
+def test_hostile_column_names_are_escaped_in_show_and_the_slice_header(
+    tmp_path, monkeypatch, capsys
+):
+    # Issue 30: cells were escaped, column names were printed raw.
+    config, project_root = write_config(tmp_path)
+    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
+    monkeypatch.chdir(project_root)
+    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
+    exports.mkdir(parents=True)
+    table = pa.table({name: pa.array([1, 2]) for name in HOSTILE_NAMES})
+    pq.write_table(table, exports / "h.parquet")
+    assert main(["record", "--session", "s1", "h.parquet", "--title", "T", "--summary", "S",
+                 "--query-fingerprint", fingerprint("h"), "--source", "w",
+                 "--source-version", "v1", "--media-type", "application/vnd.apache.parquet",
+                 "--json"]) == 0  # fmt: skip
+    experiment = json.loads(capsys.readouterr().out)["experiment_id"]
+    for argv in (["show", experiment], ["slice", experiment, "--format", "table"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert not any(c in out for c in "\x1b\x07\x9b\u202e"), (argv, out)
+        assert "osc52\\x1b]52;c;ZXZpbA==\\x07" in out and "bidi\\u202eevil" in out
+
+
+def test_fsck_escapes_bucket_keys_and_entry_names():
+    from harness_plugin._views import fsck_lines
+
+    view = {"ok": False, "problems": 4, "objects": 0, "bytes": 0, "cards": 0,
+            "invalid_objects": [], "orphans": [], "dangling_cards": [],
+            "invalid_cards": [{"name": "c\x1b[2J.json", "code": "card.invalid"}],
+            "manifest_mismatches": [], "stale_stages": [], "live_stages": 0,
+            "unknown_entries": ["projects/p/objects/\x1b]52;c;ZXZpbA==\x07", "k\u202e"],
+            "removed_stages": [], "quarantined": ["q\x9b2J"]}  # fmt: skip
+    text = "\n".join(fsck_lines(view))
+    assert not any(c in text for c in "\x1b\x07\x9b\u202e")
+    assert "objects/\\x1b]52;c;ZXZpbA==\\x07" in text

@@ -196,7 +196,36 @@ def test_check_reports_modes_that_are_not_private(outbox):
         f"outbox/pending/{entry.delivery_id}.json: mode 0644, expected 0600",
     )
     assert not outbox.check().ok
-    assert outbox.check(repair=True).permission_problems == problems  # reported, never changed
+    repaired = outbox.check(repair=True)  # issue 30: --repair fixes what it reports
+    assert repaired.permission_problems == () and repaired.permissions_repaired == 3
+    assert repaired.ok and outbox.check().ok
+    assert os.stat(outbox.state_root).st_mode & 0o777 == 0o700
+
+
+def test_repair_gives_a_state_root_made_by_a_bucket_cache_its_mode(tmp_path):
+    # A bucket host's cache below the state root used to create the state root 0755 (makedirs
+    # gives parents the default mode), and fsck failed ever after.
+    from cas import make_root
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    os.chmod(state, 0o755)
+    report = Outbox(str(state)).check()
+    assert report.permission_problems == (".: mode 0755, expected 0700",) and not report.ok
+    repaired = Outbox(str(state)).check(repair=True)
+    assert repaired.ok and repaired.permissions_repaired == 1
+    fresh = tmp_path / "fresh" / "state"
+    make_root(str(fresh / "bucket-cache"))
+    assert {os.stat(p).st_mode & 0o777 for p in (fresh.parent, fresh)} == {0o700}
+    assert Outbox(str(fresh)).check().ok
+
+
+def test_repair_leaves_an_owner_it_cannot_change_reported(outbox, monkeypatch):
+    outbox.admit(make_entry(1))
+    owner = os.geteuid()
+    monkeypatch.setattr(os, "geteuid", lambda: owner + 1)
+    report = outbox.check(repair=True)
+    assert report.permissions_repaired == 0 and not report.ok
 
 
 def test_check_reports_files_owned_by_another_user(outbox, monkeypatch):

@@ -228,3 +228,31 @@ def test_worker_status_is_content_free(fake, service, state, clock):
     status = read_status(state)
     assert set(status) == {"circuit", "generation", "last_error", "updated_at"}
     assert json.dumps(status).find("message 1") == -1
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "symlink"])
+def test_the_worker_dead_letters_a_corrupt_conversation_document(
+    fake, service, state, clock, damage, tmp_path
+):
+    # Issue 30: only `fsck --repair` moved it; the worker now does on its pass.
+    outbox = Outbox(state)
+    bad, good = make_entry(1, seq=1), make_entry(2, seq=2)
+    outbox.admit(bad)
+    outbox.admit(good)
+    path = Path(state, "outbox", "pending", bad.delivery_id + ".json")
+    raw = path.read_bytes()
+    if damage == "symlink":
+        path.unlink()
+        (tmp_path / "elsewhere.json").write_bytes(raw)
+        path.symlink_to(tmp_path / "elsewhere.json")
+    else:
+        path.write_bytes(b"\x00garbage" if damage == "garbage" else raw[: len(raw) // 2])
+    report = _worker(state, service, clock).run_once()
+    assert report.set_aside == 1 and report.delivered == 1 and report.progressed
+    assert not path.exists() and not path.is_symlink()
+    assert Path(state, "outbox", "dead-letter", bad.delivery_id + ".corrupt").is_symlink() == (
+        damage == "symlink"
+    )
+    assert outbox.dead_reason(bad.delivery_id) == "indexer.outbox_corrupt"
+    assert outbox.check().ok and outbox.stats().invalid == 0
+    assert _contents(fake, good.target.session_id) == ["message 2.0 for sess-a"]
