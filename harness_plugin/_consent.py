@@ -57,6 +57,15 @@ def consent(content: str, latest: str) -> Refusal | None:
     return first
 
 
+def withholds(message: str) -> bool:
+    """Whether the person asks, anywhere in `message`, not to have something kept.
+
+    Capture then keeps none of the turn: the answer may repeat what was withheld.
+    """
+    text = " " + _SPACES.sub(" ", _fold(message)) + " "
+    return next(_refusals(text), None) is not None
+
+
 _ENDS = ".!?;:\n"
 _OPENERS = ' -*\u2022>"\u201c\u201e\u00ab\u2039\u300c\u300e\uff02('  # bullets, quotes
 _CLOSERS = ' "\u201d\u00bb\u203a\u300d\u300f\uff02)'

@@ -38,7 +38,7 @@ from cards.redaction import outbound_query
 from cas import utc_now
 from harness_plugin._capture import EventTracker, Outcome, UserMessage, count_of
 from harness_plugin._catalogs import LiveCatalog
-from harness_plugin._consent import Refusal, consent
+from harness_plugin._consent import Refusal, consent, withholds
 from harness_plugin._conversation import Built, Identity, Redactions, Said, Skip, build_entry
 from harness_plugin._memory_config import CaptureMode, RecallMode
 from harness_plugin._recall import Recall, RecallFailed, item_text, superseded_ids
@@ -111,6 +111,8 @@ class ConversationMemory:
             return self._skipped("capture.project_mismatch")
         if seen.dropped_messages:
             self.count("capture.truncated_messages")
+        if any(said.role == "user" and withholds(said.text) for said in seen.said):
+            return self._skipped("capture.withheld")  # "don't remember this: ..." means none
         built = self._build(who, seen.turn, list(seen.said), kind="exchange")
         if isinstance(built, Skip):
             return self._skipped(str(built))

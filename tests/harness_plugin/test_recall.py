@@ -420,3 +420,25 @@ def _as_text(documents) -> str:
         except ValueError:
             texts.append(raw.decode("utf-8", errors="replace"))
     return "\n".join(texts)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Don't remember this: my PIN is 4821. Which cohort is next?",
+        "Off the record, I was diagnosed with asthma.",
+        "My PIN is 4821. Don't keep that.",
+    ],
+)
+def test_a_turn_that_withholds_something_is_not_captured(conv, said):
+    replies = conv.feed(turn_events(1, said, "Understood; cohort B is next."), session="s-held")
+    assert replies[-1] == {"accepted": True, "captured": None, "skipped": "capture.withheld"}
+    assert list(conv.outbox_bytes()) == []
+    conv.deliver()
+    assert conv.messages() == []
+
+
+def test_a_turn_that_only_says_dont_forget_is_captured(conv):
+    said = "Don't forget to save the cohort table as Parquet."
+    replies = conv.feed(turn_events(1, said, "Saved."), session="s-kept")
+    assert replies[-1]["captured"]
