@@ -73,6 +73,43 @@ class ServedBytes:
 
 SERVED: ServedBytes | None = None  # set once the session's server runs
 
+QUIRKY = "artmem-quirky-"  # buckets named so behave as a real service did (`Quirks`)
+BLIND = "artmem-blind-"  # buckets named so ignore `If-Match` on PUT altogether
+_REFUSED = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code>'
+    b"<Message>At least one of the pre-conditions you specified did not hold</Message>"
+    b"<Condition>If-Match</Condition></Error>"
+)
+
+
+class Quirks:
+    """A WSGI wrapper giving buckets named `artmem-quirky-*` a real service's S3 behaviours.
+
+    As a Ceph RGW 16.2 did: a `PUT` whose `If-Match` holds a quoted ETag (as HEAD, GET and LIST
+    return it) is refused with 412 even when it matches (unquoted, it works); completing a
+    multipart upload ignores `If-None-Match: *` and replaces an existing key. Declared checksums
+    are ignored (stored unverified): moto does that for every bucket already. Buckets named
+    `artmem-blind-*` ignore `If-Match` on `PUT` altogether (no conditional replace at all).
+    """
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self._app = app
+
+    def __call__(self, environ: dict[str, object], start_response: Callable[..., object]):  # type: ignore[no-untyped-def]
+        path = str(environ.get("PATH_INFO", "")).lstrip("/")
+        if path.startswith(BLIND) and environ.get("REQUEST_METHOD") == "PUT":
+            environ.pop("HTTP_IF_MATCH", None)
+        if path.startswith(QUIRKY):
+            method = environ.get("REQUEST_METHOD")
+            if method == "PUT" and str(environ.get("HTTP_IF_MATCH", "")).startswith('"'):
+                length = int(str(environ.get("CONTENT_LENGTH") or 0))
+                environ["wsgi.input"].read(length)  # type: ignore[attr-defined]
+                start_response("412 Precondition Failed", [("Content-Type", "application/xml")])
+                return [_REFUSED]
+            if method == "POST" and "uploadId=" in str(environ.get("QUERY_STRING", "")):
+                environ.pop("HTTP_IF_NONE_MATCH", None)
+        return self._app(environ, start_response)
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -94,7 +131,7 @@ def s3_endpoint() -> Iterator[str]:
     global SERVED
     wsgi = server._server  # werkzeug's server reads `.app` per request
     assert wsgi is not None
-    SERVED = ServedBytes(wsgi.app)
+    SERVED = ServedBytes(Quirks(wsgi.app))
     wsgi.app = SERVED
     try:
         yield f"http://127.0.0.1:{port}"
@@ -117,6 +154,14 @@ def raw_client(endpoint: str):  # type: ignore[no-untyped-def]
 def bucket(s3_endpoint: str) -> str:
     """A fresh, empty bucket."""
     name = f"artmem-test-{secrets.token_hex(6)}"
+    raw_client(s3_endpoint).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def quirky_bucket(s3_endpoint: str) -> str:
+    """A fresh, empty bucket with a real service's quirks (`Quirks`)."""
+    name = f"{QUIRKY}{secrets.token_hex(6)}"
     raw_client(s3_endpoint).create_bucket(Bucket=name)
     return name
 

@@ -108,6 +108,13 @@ def test_cli_records_searches_and_resolves_through_a_bucket(
     path = json.loads(resolved.stdout)["path"]
     assert path.startswith(str(tmp_path / "state" / "bucket-cache"))
     assert Path(path).read_bytes() == b"a,b\n1,2\n"
+    status = _artmem(config, project, "status", "--json")
+    caps = json.loads(status.stdout)["bucket_capabilities"]
+    assert caps["create_if_absent"] and caps["replace_if_version"]
+    assert caps["etag_form"] == "quoted" and caps["checksums_enforced"] is False
+    human = _artmem(config, project, "status").stdout
+    assert "bucket: conditional create, conditional completion" in human
+    assert "checksums not enforced" in human
 
 
 @pytest.mark.parametrize("failure", ["no-such-bucket", "unreachable"])

@@ -14,6 +14,7 @@ from cards import ArtifactId, artifact_id_for_digest
 from cards.errors import IntegrityError, ObjectMissing
 from cas._bucket._cache import download
 from cas._bucket._cards import BucketCards
+from cas._bucket._publish import quarantine
 from cas._bucket._store import BucketStore
 from cas._cardfiles import CardScan
 from cas._fsck import FsckReport, ObjectFinding, check_cards
@@ -107,10 +108,7 @@ def _repair(store: BucketStore, report: FsckReport, stale: list[tuple[str, str |
             client.abort(key, upload_id)
         report.removed_stages.append(name)
     report.stale_stages.clear()
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     for name in report.invalid_objects:
-        key = keys.object(ArtifactId(name))
-        client.copy(key, f"{keys.quarantine}{name}.{stamp}")
-        client.delete(key)
+        quarantine(client, keys, ArtifactId(name))
         report.quarantined.append(name)
     report.invalid_objects.clear()

@@ -62,6 +62,10 @@ class BucketKeys(msgspec.Struct, frozen=True):
         """A card's key."""
         return f"{self.cards}{experiment_id}{CARD_SUFFIX}"
 
+    def claim(self, key: str) -> str:
+        """The staging key that claims the completion of the object at `key`."""
+        return f"{self.tmp}claim-{key.rpartition('/')[2]}"
+
     def new_staging(self) -> str:
         """A fresh, unguessable staging key."""
         return f"{self.tmp}{STAGING_PREFIX}{secrets.token_hex(16)}"

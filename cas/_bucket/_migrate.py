@@ -34,7 +34,6 @@ from cards.errors import (
 )
 from cas import _fs
 from cas._bucket._cards import BucketCards
-from cas._bucket._publish import publish
 from cas._bucket._store import BucketStore
 from cas._chunks import parse_manifest
 from cas._hashing import Digests
@@ -81,7 +80,7 @@ def migrate(
     if local.integrity is not IntegrityMode.ALWAYS:
         raise InvalidInput("migration proves every object: open the local store in 'always' mode")
     report = MigrateReport()
-    cards = BucketCards(bucket.client, bucket.keys)
+    cards = BucketCards(bucket.client, bucket.keys, bucket._capabilities)
     done: set[str] = set()
     for read in local.read_cards():
         card = read.card
@@ -117,15 +116,7 @@ def _copy_object(
     except OSError as exc:
         raise StoreIOError(f"cannot open the local object: {exc.strerror}") from exc
     try:
-        present = publish(
-            bucket.client,
-            bucket.keys,
-            card.typed_artifact_id,
-            digests,
-            fd,
-            part_bytes=bucket.settings.part_bytes,
-            in_flight=bucket.settings.max_in_flight,
-        )
+        present, _ = bucket.publisher().publish(card.typed_artifact_id, digests, fd)
     except SourceChanged as exc:  # the local object differs from what resolve just proved
         raise IntegrityError("the local object changed while it was migrated") from exc
     finally:

@@ -59,7 +59,8 @@ from cas._bucket._cards import BucketCards, retried
 from cas._bucket._client import BucketClient
 from cas._bucket._hasher import hash_for_upload
 from cas._bucket._keys import BucketKeys
-from cas._bucket._publish import publish, stored
+from cas._bucket._probe import Capabilities, known
+from cas._bucket._publish import Proofs, Publisher
 from cas._bucket._ranged import pinned
 from cas._bucket._settings import BucketSettings
 from cas._cardfiles import CardRead, CardScan, CardStamp
@@ -124,7 +125,33 @@ class BucketStore:
 
     @property
     def _cards(self) -> BucketCards:
-        return BucketCards(self.client, self.keys)
+        return BucketCards(self.client, self.keys, self._capabilities)
+
+    def capabilities(self, *, refresh: bool = False) -> Capabilities:
+        """What the bucket's service does (`_probe`): remembered, or probed on first use.
+
+        Raises:
+            StoreIOError: the bucket failed.
+        """
+        return known(
+            self.client, self.settings.cache_root, self.settings.endpoint_url, self.keys.tmp,
+            refresh=refresh,
+        )  # fmt: skip
+
+    def _capabilities(self, refresh: bool) -> Capabilities:
+        return self.capabilities(refresh=refresh)
+
+    def publisher(self) -> Publisher:
+        """Publishes objects into this project, as the service's capabilities allow."""
+        in_flight = self.settings.max_in_flight
+        proofs = Proofs(
+            self.client, self.copies.path(("proofs",)), max(2, in_flight),
+            trusted=self.integrity is not IntegrityMode.ALWAYS,
+        )  # fmt: skip
+        return Publisher(
+            self.client, self.keys, self.capabilities(), proofs,
+            part_bytes=self.settings.part_bytes, in_flight=in_flight,
+        )  # fmt: skip
 
     def local_path(self, parts: Sequence[str]) -> str:
         """The absolute path of `parts` (a layout path) in this project's local cache."""
@@ -182,6 +209,7 @@ class BucketStore:
         provenance: Provenance,
         progress: Progress | None = None,
     ) -> Recorded:
+        from cas._record import CORRUPT_REPLACED
         from cas._sniff import detect
         from cas.slicing import _footer
 
@@ -193,19 +221,15 @@ class BucketStore:
         measured = _footer.measure(source_fd, digests.manifest(), metadata, seen)
         if seen is None:
             check_card_quota(self._cards.count(), self.limits)
+        publisher = self.publisher()
         head = self.client.head(self.keys.object(artifact_id))
-        present = stored(head, digests.size, digests.sha256.hex())
+        checked = publisher.proofs.check(head, artifact_id, digests)
+        present, healed = bool(checked), False
         if not present:
-            check_byte_quota(self._stored()[1], digests.size, self.limits)
-            present = publish(
-                self.client,
-                self.keys,
-                artifact_id,
-                digests,
-                source_fd,
-                part_bytes=self.settings.part_bytes,
-                in_flight=self.settings.max_in_flight,
-                progress=progress,
+            replaced = head.size if checked is False and head is not None else 0
+            check_byte_quota(self._stored()[1] - replaced, digests.size, self.limits)
+            present, healed = publisher.publish(
+                artifact_id, digests, source_fd, progress, present=checked
             )
 
         def attempt() -> Recorded | None:
@@ -221,13 +245,14 @@ class BucketStore:
                 card = revised_card(existing, completed, now)
             if card is not existing and not self._cards.write(card, etag):
                 return None
+            warnings = (*record_warnings(card, deduplicated=present), *table_warnings)
             return Recorded(
                 card=card,
                 deduplicated=present,
                 card_created=existing is None,
                 card_updated=existing is not None and card is not existing,
                 changed=() if existing is None else card_changes(existing, card),
-                warnings=(*record_warnings(card, deduplicated=present), *table_warnings),
+                warnings=(*warnings, CORRUPT_REPLACED) if healed else warnings,
             )
 
         return retried(attempt)
