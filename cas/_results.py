@@ -17,6 +17,7 @@ from cards import (
     SessionId,
     freshness_verdict,
 )
+from cards.errors import InvalidInput, StoreIOError
 from cas._hashing import Digests
 from cas.slicing._reader import RemoteBytes, SliceSource, load_manifest
 
@@ -155,3 +156,25 @@ def first_card(
         index_state=index_state,
         now=now,
     )
+
+
+def check_version(value: str | None) -> None:
+    """Refuse a malformed `current_source_version` (either backend's resolve and locate).
+
+    Raises:
+        InvalidInput: it is empty, longer than 200 characters, or not printable.
+    """
+    if value is None:
+        return
+    if not value or len(value) > 200 or not value.isprintable():
+        raise InvalidInput("current_source_version must be 1-200 printable characters")
+
+
+def check_writable(read_only: bool) -> None:
+    """Refuse a write to a store opened read-only (the notebook API).
+
+    Raises:
+        StoreIOError: it is read-only.
+    """
+    if read_only:
+        raise StoreIOError("this store is open read-only; record through artmem or a kernel")

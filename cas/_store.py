@@ -31,7 +31,6 @@ from cards.errors import (
     ArtifactTooLarge,
     InvalidInput,
     ObjectMissing,
-    StoreIOError,
 )
 from cards.policy import DEFAULT_LIMITS
 from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
@@ -39,7 +38,17 @@ from cas._layout import ProjectLayout
 from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project, open_project, recorded
-from cas._results import Located, Provenance, Recorded, Resolved, Usage, located, resolved
+from cas._results import (
+    Located,
+    Provenance,
+    Recorded,
+    Resolved,
+    Usage,
+    check_version,
+    check_writable,
+    located,
+    resolved,
+)
 from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, Verifier
 
 if TYPE_CHECKING:  # the card models load with the first card read or written
@@ -116,7 +125,7 @@ class ProjectStore:
             QuotaExceeded: the project's byte or card quota would be exceeded.
             StoreIOError: the store could not be written, or is open read-only.
         """
-        self._check_writable()
+        check_writable(self.read_only)
         from cas._ingest import open_export  # record-only rooms (see the module docstring)
         from cas._record import Recorder
 
@@ -154,7 +163,7 @@ class ProjectStore:
             IntegrityError: the object's size or SHA-256 differs from the card.
         """
         exp_id = parse_experiment_id(experiment_id)
-        _check_version(current_source_version)
+        check_version(current_source_version)
         with self._open(create=False) as opened:
             project = recorded(opened)
             card = project.cards.read(exp_id)
@@ -178,7 +187,7 @@ class ProjectStore:
             StoreIOError: the manifest could not be read.
         """
         exp_id = parse_experiment_id(experiment_id)
-        _check_version(current_source_version)
+        check_version(current_source_version)
         with self._open(create=False) as opened:
             project = recorded(opened)
             card = project.cards.read(exp_id)
@@ -273,7 +282,7 @@ class ProjectStore:
             StoreIOError: the card could not be written.
         """
         exp_id = parse_experiment_id(experiment_id)
-        self._check_writable()
+        check_writable(self.read_only)
         with self._open(create=False) as opened:
             project = recorded(opened)
             with project.locked():
@@ -313,10 +322,6 @@ class ProjectStore:
     def _open(self, *, create: bool) -> contextlib.AbstractContextManager[Project | None]:
         return open_project(self.artifact_root, self.layout, create=create)
 
-    def _check_writable(self) -> None:
-        if self.read_only:
-            raise StoreIOError("this store is open read-only; record through artmem or a kernel")
-
 
 class _UnrecordedProofs(ObjectStore):
     """A read-only store's objects: a proof stays in the process's cache, never on disk."""
@@ -324,10 +329,3 @@ class _UnrecordedProofs(ObjectStore):
     def write_record(self, artifact_id: ArtifactId, data: bytes) -> bool:
         """Write nothing (the record only spares a later rehash)."""
         return False
-
-
-def _check_version(value: str | None) -> None:
-    if value is None:
-        return
-    if not value or len(value) > 200 or not value.isprintable():
-        raise InvalidInput("current_source_version must be 1-200 printable characters")

@@ -12,7 +12,8 @@ import pytest
 from bucket_helpers import ACCESS_KEY, SECRET_KEY, bucket, free_port, s3_endpoint
 from host_helpers import export, write_config
 
-from cards import ConfigError
+from cards import ConfigError, IndexState, IndexStatus
+from cards.errors import StoreIOError
 from cas import BucketStore, ProjectStore
 from harness_plugin.config import load_config
 
@@ -133,3 +134,33 @@ def test_credentials_never_appear_in_any_output(tmp_path: Path, s3_endpoint: str
     for output in outputs:
         assert SECRET_KEY not in output and ACCESS_KEY not in output
     assert any("cas.io" in output for output in outputs), outputs
+
+
+def test_the_notebook_api_reads_a_bucket_store_and_writes_nothing_to_it(
+    tmp_path: Path, s3_endpoint: str, bucket: str
+):
+    from bucket_helpers import keys_below
+
+    from harness_plugin.notebook import open_store
+
+    config, project = write_config(tmp_path, _storage(s3_endpoint, bucket))
+    export(tmp_path, "r.csv", b"k,v\n1,a\n2,b\n3,c\n")
+    recorded = _artmem(
+        config, project, "record", "--json", "--session", "s1", "--title", "Cohort table",
+        "--summary", "A table.", "--query-fingerprint", "0" * 64, "--source", "warehouse",
+        "--source-version", "v1", "r.csv",
+    )  # fmt: skip
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    exp = json.loads(recorded.stdout)["experiment_id"]
+    before = keys_below(s3_endpoint, bucket)
+    store = open_store(config=str(config), cwd=str(project))
+    assert [hit.card.experiment_id for hit in store.search("cohort")] == [exp]
+    shown = store.show(exp)
+    assert shown.available_locally and shown.table is not None
+    assert [field.name for field in shown.table.fields] == ["k", "v"]
+    table = store.read_slice(exp, columns=["v"], where="k > 1")
+    assert table.column("v").to_pylist() == ["b", "c"]
+    assert Path(store.resolve(exp).path).read_bytes() == b"k,v\n1,a\n2,b\n3,c\n"
+    assert keys_below(s3_endpoint, bucket) == before  # nothing written to the bucket
+    with pytest.raises(StoreIOError, match="read-only"):
+        store._store.set_index_status(exp, IndexStatus(state=IndexState.PENDING))

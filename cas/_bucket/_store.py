@@ -52,7 +52,7 @@ from cards import (
     parse_project_id,
 )
 from cards.build import card_changes, record_warnings, revised_card, with_index
-from cards.errors import ArtifactTooLarge, CardInvalid, ExperimentNotFound, InvalidInput
+from cards.errors import ArtifactTooLarge, CardInvalid, ExperimentNotFound
 from cards.policy import DEFAULT_LIMITS, check_byte_quota, check_card_quota
 from cas._bucket._cache import LocalCopies
 from cas._bucket._cards import BucketCards, retried
@@ -73,6 +73,8 @@ from cas._results import (
     Recorded,
     Resolved,
     Usage,
+    check_version,
+    check_writable,
     first_card,
     located,
     resolved,
@@ -94,6 +96,7 @@ class BucketStore:
         clock: Clock | None = None,
         cache: VerificationCache = PROCESS_CACHE,
         require_owner: bool = True,
+        read_only: bool = False,
     ) -> None:
         from cas._store import utc_now
 
@@ -102,6 +105,7 @@ class BucketStore:
         self.limits = limits
         self.integrity = integrity
         self.require_owner = require_owner
+        self.read_only = read_only  # records nothing, writes no card (the notebook API)
         self._initial_index_state = initial_index_state
         self._clock = clock or utc_now
         self._verifier = Verifier(self.layout.key, integrity, cache, self._clock)
@@ -178,6 +182,7 @@ class BucketStore:
         """
         from cas._ingest import open_export
 
+        check_writable(self.read_only)
         metadata.check(self.limits)
         limit = self.limits.artifact_bytes
         with open_export(
@@ -282,7 +287,7 @@ class BucketStore:
             StoreIOError: the bucket or the cache failed.
         """
         exp_id = parse_experiment_id(experiment_id)
-        _check_version(current_source_version)
+        check_version(current_source_version)
         card, _ = self._cards.read(exp_id)
         verified_at, hashed = self._verified(card, progress)
         return resolved(card, self._paths(card), current_source_version, verified_at, hashed)
@@ -301,7 +306,7 @@ class BucketStore:
             StoreIOError: the bucket failed.
         """
         exp_id = parse_experiment_id(experiment_id)
-        _check_version(current_source_version)
+        check_version(current_source_version)
         card, _ = self._cards.read(exp_id)
         if self.copies.has(card.typed_artifact_id):
             return located(card, self._paths(card), current_source_version)
@@ -369,6 +374,7 @@ class BucketStore:
             StoreIOError: the card could not be written, or kept changing (retryable).
         """
         exp_id = parse_experiment_id(experiment_id)
+        check_writable(self.read_only)
         cards = self._cards
 
         def attempt() -> ExperimentCardV1 | None:
@@ -405,10 +411,3 @@ class BucketStore:
                 objects += 1
                 total += head.size
         return objects, total
-
-
-def _check_version(value: str | None) -> None:
-    if value is None:
-        return
-    if not value or len(value) > 200 or not value.isprintable():
-        raise InvalidInput("current_source_version must be 1-200 printable characters")
