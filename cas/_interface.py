@@ -13,7 +13,9 @@ if TYPE_CHECKING:  # annotations only: naming the protocol loads no card model
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from cards import CardMetadata, ExperimentCardV1, IndexStatus, Limits, ProjectId
-    from cas._cardfiles import CardRead, CardScan, CardStamp
+    from cas._card_log import LogMark
+    from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
+    from cas._fsck import FsckReport
     from cas._layout import ProjectLayout
     from cas._progress import Progress
     from cas._results import Located, Provenance, Recorded, Resolved, Usage
@@ -92,6 +94,16 @@ class Store(Protocol):
         """Whether the object's name is stored (not a verification)."""
         ...
 
+    def read_changed_cards(
+        self, since: LogMark | None, known: Mapping[str, CardStamp]
+    ) -> CardChanges:
+        """The cards changed since the card log mark `since` (a bucket: every card, listed)."""
+        ...
+
     def usage(self) -> Usage:
         """Committed objects, their bytes, and cards of this project."""
+        ...
+
+    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
+        """Verify every object and card, find leftovers; with `repair`, fix what is safe."""
         ...

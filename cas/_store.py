@@ -54,6 +54,7 @@ from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, 
 if TYPE_CHECKING:  # the card models load with the first card read or written
     from cards import CardMetadata, ExperimentCardV1, IndexStatus
     from cas._card_log import LogMark
+    from cas._fsck import FsckReport
 
 
 # A cards directory changed less than this long ago has no trustworthy version yet (it exceeds
@@ -316,6 +317,12 @@ class ProjectStore:
                 return Usage(objects=0, bytes=0, cards=0)
             objects, total = project.objects.usage()
             return Usage(objects=objects, bytes=total, cards=project.cards.count())
+
+    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
+        """Verify every object, manifest, card and staging file (`cas.fsck`)."""
+        from cas._fsck import check_local
+
+        return check_local(self, repair=repair, progress=progress)
 
     # -- internals --------------------------------------------------------------------------
 

@@ -18,21 +18,19 @@ from cas._bucket._publish import quarantine
 from cas._bucket._store import BucketStore
 from cas._cardfiles import CardScan
 from cas._fsck import FsckReport, ObjectFinding, check_cards
-from cas._interface import Store
 from cas._layout import CHUNKS_SUFFIX
 from cas._objects import MAX_MANIFEST_BYTES
 from cas._progress import Progress
 
 
 def fsck_bucket(
-    store: Store, *, repair: bool = False, progress: Progress | None = None
+    store: BucketStore, *, repair: bool = False, progress: Progress | None = None
 ) -> FsckReport:
     """Check a bucket store's project (see the module docstring).
 
     Raises:
         StoreIOError: the bucket failed.
     """
-    assert isinstance(store, BucketStore)
     report = FsckReport()
     findings = _check_objects(store, report, progress)
     cards = CardScan.of(BucketCards(store.client, store.keys).scan())

@@ -34,6 +34,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from cards import (
     ArtifactId,
@@ -54,6 +55,7 @@ from cards import (
 from cards.build import card_changes, record_warnings, revised_card, with_index
 from cards.errors import ArtifactTooLarge, CardInvalid, ExperimentNotFound
 from cards.policy import DEFAULT_LIMITS, check_byte_quota, check_card_quota
+from cas._bucket._backend import BucketBackend
 from cas._bucket._cache import LocalCopies
 from cas._bucket._cards import BucketCards, retried
 from cas._bucket._client import BucketClient
@@ -63,7 +65,7 @@ from cas._bucket._probe import Capabilities, known
 from cas._bucket._publish import Proofs, Publisher
 from cas._bucket._ranged import pinned
 from cas._bucket._settings import BucketSettings
-from cas._cardfiles import CardRead, CardScan, CardStamp
+from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
 from cas._hashing import Digests, hash_export
 from cas._layout import ProjectLayout
 from cas._progress import Progress
@@ -80,6 +82,10 @@ from cas._results import (
     resolved,
 )
 from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, Verifier
+
+if TYPE_CHECKING:
+    from cas._card_log import LogMark
+    from cas._fsck import FsckReport
 
 
 class BucketStore:
@@ -126,6 +132,11 @@ class BucketStore:
             if self._client is None:
                 self._client = BucketClient(self.settings)
             return self._client
+
+    @property
+    def backend(self) -> BucketBackend:
+        """This project's keys in the bucket, through the storage seam (`cas._backend`)."""
+        return BucketBackend(self.client, self.keys.root, self._capabilities)
 
     @property
     def _cards(self) -> BucketCards:
@@ -397,6 +408,22 @@ class BucketStore:
         if self.copies.has(aid):
             return True
         return self.client.head(self.keys.object(aid)) is not None
+
+    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
+        """Hash every object, check every card, find leftovers (`cas.fsck`).
+
+        Raises:
+            StoreIOError: the bucket failed.
+        """
+        from cas._bucket._fsck import fsck_bucket
+
+        return fsck_bucket(self, repair=repair, progress=progress)
+
+    def read_changed_cards(
+        self, since: LogMark | None, known: Mapping[str, CardStamp]
+    ) -> CardChanges:
+        """Every card, stamped (size, ETag): a bucket keeps no card log, so one listing says."""
+        return CardChanges.scanned(self.read_cards(known), None)
 
     def usage(self) -> Usage:
         """Committed objects, their bytes, and cards of this project, from listings."""
