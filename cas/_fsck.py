@@ -23,8 +23,8 @@ from cas._progress import Progress
 from cas._project import Project, open_project
 
 if TYPE_CHECKING:
-    from cas._interface import Store
-    from cas._store import ProjectStore
+    from cas._local_store import ProjectStore
+    from cas._store import Store
 
 # A stage younger than this may belong to a writer between its create and its lock.
 STALE_STAGE_AGE_S = 60

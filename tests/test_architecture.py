@@ -32,7 +32,8 @@ ALLOWED = {
 RLM_CLIENT_CAS_MODULES = {"cas.slicing"}
 # Modules that must never load in a kernel (checked through sys.modules, not only imports).
 KERNEL_FORBIDDEN = re.compile(
-    r"(cas\._(store|objects|cardfiles|ingest|project|hashing|verify|fsck|catalog)"
+    r"(cas\._(store|local_store|backend|local_backend|bucket|objects|cardfiles|ingest|project"
+    r"|hashing|verify|fsck|catalog)"
     r"|indexer|harness_plugin|honcho|httpx|boto3|botocore|s3transfer)(\..*)?"
 )
 API_PACKAGES = (*PACKAGES, "cas.slicing")

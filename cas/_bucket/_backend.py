@@ -44,30 +44,31 @@ class BucketBackend:
     def read(
         self, key: str, start: int = 0, end: int | None = None, *, version: str | None = None
     ) -> Read:
-        """Bytes `[start, end)` of the key; with `version`, every byte of that ETag's version."""
-        if end is None and not start and version is None:
+        """Bytes `[start, end)` of the key in one GET; with `version`, of that ETag's version."""
+        if start == 0 and end is None and version is None:
             got = self._client.get(self._key(key), MAX_WHOLE_READ)
             if got is None:
                 raise ObjectMissing("the bucket has no such key")
             return Read(got[0], got[1])
-        if end is None or version is None:  # pinned to the version the HEAD shows
+        if end is not None and end <= start:
             entry = self.stat(key)
             if entry is None:
                 raise ObjectMissing("the bucket has no such key")
-            if version is not None and version != entry.version:
-                raise IntegrityError("the bucket's object changed while it was read")
-            end, version = entry.size if end is None else end, entry.version
-        if end <= start:
-            return Read(b"", version)
+            return Read(b"", entry.version)
         try:
-            data = self._client.get_range(self._key(key), start, end, version)
+            data, etag = self._client.get_range(self._key(key), start, end, version)
         except Conflict as exc:
             raise IntegrityError("the bucket's object changed while it was read") from exc
         except StoreIOError as exc:
-            if "InvalidRange" in exc.message:
-                return Read(b"", version)
-            raise
-        return Read(data, version)
+            if "InvalidRange" not in exc.message:
+                raise
+            entry = self.stat(key)  # `start` is at or past the end
+            if entry is None:
+                raise ObjectMissing("the bucket has no such key") from exc
+            if version is not None and entry.version != version:
+                raise IntegrityError("the bucket's object changed while it was read") from exc
+            return Read(b"", entry.version)
+        return Read(data, etag)
 
     def list(self, prefix: str) -> Iterator[Entry]:
         """Every key starting with `prefix`, in key order (paginated listings)."""

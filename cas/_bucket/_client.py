@@ -233,20 +233,23 @@ class BucketClient:
             return None
         return data, reply["ETag"]
 
-    def get_range(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
-        """Bytes `[start, end)` of a key, optionally only of the version `etag` names.
+    def get_range(
+        self, key: str, start: int, end: int | None, etag: str | None = None
+    ) -> tuple[bytes, str]:
+        """Bytes `[start, end)` of a key (`end` None: to its end) and the version's ETag.
+
+        With `etag`, only of the version it names.
 
         Raises:
             ObjectMissing: the key is gone. Conflict: it changed (`etag`).
-            StoreIOError: the bucket failed.
+            StoreIOError: the bucket failed (`InvalidRange`: `start` is past its end).
         """
         extra = {"IfMatch": etag} if etag else {}
+        span = f"bytes={start}-{'' if end is None else end - 1}"
         with _errors("ranged get"):
-            reply = self._s3.get_object(
-                Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}", **extra
-            )
+            reply = self._s3.get_object(Bucket=self.bucket, Key=key, Range=span, **extra)
             data: bytes = reply["Body"].read()
-        return data
+        return data, str(reply["ETag"])
 
     def put(
         self,
@@ -337,21 +340,6 @@ class BucketClient:
                 **extra,
             )
         return str(reply["ETag"])
-
-    def copy_part(
-        self, key: str, upload_id: str, number: int, source: str, span: tuple[int, int]
-    ) -> str:
-        """Copy bytes `[start, end)` of `source` into a part, inside the bucket; its ETag."""
-        with _errors("copy part"):
-            reply = self._s3.upload_part_copy(
-                Bucket=self.bucket,
-                Key=key,
-                UploadId=upload_id,
-                PartNumber=number,
-                CopySource={"Bucket": self.bucket, "Key": source},
-                CopySourceRange=f"bytes={span[0]}-{span[1] - 1}",
-            )
-        return str(reply["CopyPartResult"]["ETag"])
 
     def complete(
         self,

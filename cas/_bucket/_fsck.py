@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from cards import ArtifactId, artifact_id_for_digest
 from cards.errors import IntegrityError, ObjectMissing
 from cas._bucket._cache import download
-from cas._bucket._cards import BucketCards
 from cas._bucket._publish import quarantine
 from cas._bucket._store import BucketStore
 from cas._cardfiles import CardScan
@@ -33,7 +32,7 @@ def fsck_bucket(
     """
     report = FsckReport()
     findings = _check_objects(store, report, progress)
-    cards = CardScan.of(BucketCards(store.client, store.keys).scan())
+    cards = CardScan.of(store.cards.scan())
     check_cards(cards, findings, report, lambda artifact_id: _manifest(store, artifact_id))
     stale = _check_staging(store, report)
     if repair:

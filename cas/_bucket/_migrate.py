@@ -37,9 +37,9 @@ from cas._bucket._cards import BucketCards
 from cas._bucket._store import BucketStore
 from cas._chunks import parse_manifest
 from cas._hashing import Digests
+from cas._local_store import ProjectStore
 from cas._objects import MAX_MANIFEST_BYTES
 from cas._progress import Progress
-from cas._store import ProjectStore
 from cas._verify import IntegrityMode
 
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -80,7 +80,7 @@ def migrate(
     if local.integrity is not IntegrityMode.ALWAYS:
         raise InvalidInput("migration proves every object: open the local store in 'always' mode")
     report = MigrateReport()
-    cards = BucketCards(bucket.client, bucket.keys, bucket._capabilities)
+    cards = bucket.cards
     done: set[str] = set()
     for read in local.read_cards():
         card = read.card
@@ -150,12 +150,12 @@ def _manifest_digests(path: str, card: ExperimentCardV1) -> tuple[bytes, ...]:
 
 
 def _copy_card(cards: BucketCards, card: ExperimentCardV1, report: MigrateReport) -> None:
-    existing, etag = cards.find(card.typed_experiment_id)
+    existing, etag = cards.find_versioned(card.typed_experiment_id)
     if existing is None and cards.write(card, etag):  # absent, or corrupt: replaced
         report.cards_created += 1
         return
     if existing is None:  # created by another writer meanwhile: look again
-        existing, _ = cards.find(card.typed_experiment_id)
+        existing, _ = cards.find_versioned(card.typed_experiment_id)
     if existing == card:
         report.cards_present += 1
     else:
