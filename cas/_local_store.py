@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Unpack
 
 from cards import ArtifactId
 from cards.errors import InvalidInput, ObjectMissing
+from cas._local_backend import LocalBackend
 from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project, open_project
@@ -102,13 +103,13 @@ class ProjectStore(Store):
         return self._verifier.verify(objects or project.objects, card, progress)
 
     def _remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
-        if _project(room).objects.lstat(card.typed_artifact_id) is None:
+        if not self._has_object(room, card.typed_artifact_id):
             raise ObjectMissing("the experiment's artifact is missing from the store")
         return None
 
     def _has_object(self, room: Room, artifact_id: ArtifactId) -> bool:
-        st = _project(room).objects.lstat(artifact_id)
-        return st is not None and stat.S_ISREG(st.st_mode)
+        key = "/".join(self.layout.object_path(artifact_id))
+        return LocalBackend(_project(room).fd).stat(key) is not None  # a regular file only
 
     def _stored(self, room: Room) -> tuple[int, int]:
         return _project(room).objects.usage()

@@ -43,11 +43,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from types import EllipsisType
 
 import msgspec
 import xxhash
@@ -107,13 +109,23 @@ class Proofs:
         return True
 
     def remember(self, artifact_id: ArtifactId, etag: str, size: int) -> None:
-        """Keep a proof that the version `etag` holds the artifact's bytes (best effort)."""
+        """Keep a proof that the version `etag` holds the artifact's bytes (best effort).
+
+        Renamed into place unsynced: after a crash it is whole, or unreadable (and ignored).
+        """
         if not etag:
             return
         path = os.path.join(self._root, artifact_id)
-        with contextlib.suppress(OSError, FileExistsError):
+        stage = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with contextlib.suppress(OSError):
             os.makedirs(self._root, mode=0o700, exist_ok=True)
-            _fs.write_new(path, [msgspec.json.encode((etag, size))], replace=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(stage, flags, 0o600)
+            try:
+                _fs.write_all(fd, msgspec.json.encode((etag, size)))
+            finally:
+                os.close(fd)
+            os.replace(stage, path)
 
     def _recorded(self, artifact_id: ArtifactId) -> tuple[str, int] | None:
         path = os.path.join(self._root, artifact_id)
@@ -159,12 +171,13 @@ class Publisher:
         source_fd: int,
         progress: Progress | None = None,
         *,
-        present: bool | None = None,
+        checked: bool | None | EllipsisType = ...,
     ) -> tuple[bool, bool]:
         """Publish the manifest, then the object unless it is proven stored.
 
-        `present` is what a check just now said (`Proofs.check`); None checks here. Returns
-        whether the object was stored already, and whether a corrupt one was healed.
+        `checked` is what a check just now said (`Proofs.check`: None absent, False other
+        bytes); by default it checks here. Returns whether the object was stored already,
+        and whether a corrupt one was healed.
 
         Raises:
             SourceChanged: a chunk read for sending differs from `digests` (nothing is published).
@@ -175,7 +188,8 @@ class Publisher:
         self.caps.require_create()
         key = self.keys.object(artifact_id)
         self._publish_manifest(self.keys.chunks(artifact_id), digests.manifest())
-        if present is None:
+        present = checked
+        if present is ...:
             present = self.proofs.check(self.client.head(key), artifact_id, digests)
         if present:
             return True, False

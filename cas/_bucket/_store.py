@@ -230,7 +230,7 @@ class BucketStore(Store):
             replaced = head.size if checked is False and head is not None else 0
             check_byte_quota(self._listed()[1] - replaced, digests.size, self.limits)
             present, healed = publisher.publish(
-                artifact_id, digests, source_fd, progress, present=checked
+                artifact_id, digests, source_fd, progress, checked=checked
             )
         commit = Committing(
             exp_id, self.project_id, artifact_id, digests, provenance,
