@@ -25,13 +25,12 @@ from cas._local_backend import LocalBackend
 from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project, open_project
-from cas._store import Options, Room, Store, recorded
+from cas._store import Options, Recording, Room, Store, recorded
 
 if TYPE_CHECKING:  # the card models load with the first card read or written
-    from cards import CardMetadata, ExperimentCardV1
+    from cards import ExperimentCardV1
     from cas._fsck import FsckReport
-    from cas._ingest import ExportSource
-    from cas._results import Provenance, Recorded
+    from cas._results import Recorded
     from cas.slicing._reader import RemoteBytes
 
 
@@ -80,20 +79,14 @@ class ProjectStore(Store):
     def _opened(self, *, create: bool) -> contextlib.AbstractContextManager[Project | None]:
         return open_project(self.artifact_root, self.layout, create=create)
 
-    def _record(
-        self,
-        src: ExportSource,
-        provenance: Provenance,
-        metadata: CardMetadata,
-        progress: Progress | None,
-    ) -> Recorded:
+    def _record(self, job: Recording) -> Recorded:
         from cas._record import Recorder  # record-only rooms (see the module docstring)
 
         recorder = Recorder(
             self.project_id, self.limits, self._verifier, self._clock, self._initial_index_state
         )
         with self._opened(create=True) as opened:
-            return recorder.record(src, _project(recorded(opened)), provenance, metadata, progress)
+            return recorder.record(_project(recorded(opened)), job)
 
     def _verified(
         self, room: Room, card: ExperimentCardV1, progress: Progress | None

@@ -51,7 +51,7 @@ from cas._verify import Clock, Verifier
 
 if TYPE_CHECKING:
     from cards import ExperimentCardV1
-    from cas._ingest import ExportSource
+    from cas._store import Recording
     from cas.slicing._footer import Measured
 
 PROBE_MIN_BYTES = 4 << 20  # below this, copying costs little more than hashing first
@@ -70,20 +70,13 @@ class Recorder(msgspec.Struct, frozen=True):
     clock: Clock
     initial_index_state: IndexState
 
-    def record(
-        self,
-        src: ExportSource,
-        project: Project,
-        provenance: Provenance,
-        metadata: CardMetadata,
-        progress: Progress | None,
-    ) -> Recorded:
-        """Record the opened export `src` into `project` (see the module docstring).
+    def record(self, project: Project, job: Recording) -> Recorded:
+        """Record the opened export `job.src` into `project` (see the module docstring).
 
         Raises:
-            ArtifactTooLarge, QuotaExceeded, SourceChanged, StoreIOError: see
-                `ProjectStore.record`.
+            ArtifactTooLarge, QuotaExceeded, SourceChanged, StoreIOError: see `Store.record`.
         """
+        src, provenance, metadata, progress = job
         limit = self.limits.artifact_bytes  # the caller refused a larger file already
         if src.size >= PROBE_MIN_BYTES and _has_object_of_size(project, src.size):
             if progress is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict, TypeVar
 
 from cards import parse_artifact_id, parse_experiment_id
 from cards.errors import ArtifactTooLarge, ExperimentNotFound, StoreIOError
@@ -97,6 +97,15 @@ class Room(Protocol):
         ...
 
 
+class Recording(NamedTuple):
+    """A record under way: the opened export, and what the host said of it."""
+
+    src: ExportSource
+    provenance: Provenance
+    metadata: CardMetadata
+    progress: Progress | None
+
+
 class Options(TypedDict, total=False):
     """How a store behaves, whatever its backend (`Store.__init__`)."""
 
@@ -165,13 +174,7 @@ class Store:
         """The project open for one call; None when it has recorded nothing (not `create`)."""
         raise NotImplementedError
 
-    def _record(
-        self,
-        src: ExportSource,
-        provenance: Provenance,
-        metadata: CardMetadata,
-        progress: Progress | None,
-    ) -> Recorded:
+    def _record(self, job: Recording) -> Recorded:
         """Store the opened export's bytes and commit its card (`commit_card`)."""
         raise NotImplementedError
 
@@ -231,7 +234,7 @@ class Store:
                 raise ArtifactTooLarge(
                     f"the artifact is larger than the {limit}-byte limit", limit=limit
                 )
-            return self._record(src, provenance, metadata, progress)
+            return self._record(Recording(src, provenance, metadata, progress))
 
     # -- resolve ----------------------------------------------------------------------------
 

@@ -14,12 +14,14 @@ import json
 import os
 import secrets
 import socket
+import subprocess
 import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,6 +77,7 @@ SERVED: ServedBytes | None = None  # set once the session's server runs
 
 QUIRKY = "artmem-quirky-"  # buckets named so behave as a real service did (`Quirks`)
 BLIND = "artmem-blind-"  # buckets named so ignore `If-Match` on PUT altogether
+CARELESS = "artmem-careless-"  # buckets named so ignore `If-None-Match` on PUT too
 _REFUSED = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code>'
     b"<Message>At least one of the pre-conditions you specified did not hold</Message>"
@@ -89,7 +92,9 @@ class Quirks:
     return it) is refused with 412 even when it matches (unquoted, it works); completing a
     multipart upload ignores `If-None-Match: *` and replaces an existing key. Declared checksums
     are ignored (stored unverified): moto does that for every bucket already. Buckets named
-    `artmem-blind-*` ignore `If-Match` on `PUT` altogether (no conditional replace at all).
+    `artmem-blind-*` ignore `If-Match` on `PUT` altogether (no conditional replace at all);
+    buckets named `artmem-careless-*` ignore `If-None-Match` on `PUT` as well (no conditional
+    create either).
     """
 
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
@@ -97,8 +102,10 @@ class Quirks:
 
     def __call__(self, environ: dict[str, object], start_response: Callable[..., object]):  # type: ignore[no-untyped-def]
         path = str(environ.get("PATH_INFO", "")).lstrip("/")
-        if path.startswith(BLIND) and environ.get("REQUEST_METHOD") == "PUT":
+        if path.startswith((BLIND, CARELESS)) and environ.get("REQUEST_METHOD") == "PUT":
             environ.pop("HTTP_IF_MATCH", None)
+            if path.startswith(CARELESS):
+                environ.pop("HTTP_IF_NONE_MATCH", None)
         if path.startswith(QUIRKY):
             method = environ.get("REQUEST_METHOD")
             if method == "PUT" and str(environ.get("HTTP_IF_MATCH", "")).startswith('"'):
@@ -206,6 +213,35 @@ def keys_below(endpoint: str, bucket: str, prefix: str = "") -> dict[str, int]:
 def open_uploads(endpoint: str, bucket: str) -> list[str]:
     reply = raw_client(endpoint).list_multipart_uploads(Bucket=bucket)
     return [upload["Key"] for upload in reply.get("Uploads", ())]
+
+
+def spawn_host(ws: Any, host: Host, name: str, *, ticks: bool = False) -> subprocess.Popen[str]:
+    """Another host (a process running this file) recording `name` from `ws`'s exports."""
+    from conftest import PROJECT, SESSION, metadata_fields
+
+    settings = host.settings()
+    job = {
+        "settings": {
+            "bucket": settings.bucket,
+            "cache_root": settings.cache_root,
+            "prefix": settings.prefix,
+            "endpoint_url": settings.endpoint_url,
+            "region": settings.region,
+        },
+        "project": PROJECT,
+        "rlm_root": str(ws.rlm_root),
+        "session": SESSION,
+        "name": name,
+        "metadata": metadata_fields(),
+        "ticks": ticks,
+    }
+    path = host.state_root.parent / f"job-{host.state_root.name}.json"
+    path.write_text(json.dumps(job))
+    worker = Path(__file__)
+    return subprocess.Popen(
+        [sys.executable, str(worker), str(path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=worker.parent.parent,
+    )  # fmt: skip
 
 
 def _main(job_path: str) -> int:

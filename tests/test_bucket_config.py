@@ -90,18 +90,23 @@ def _storage(endpoint: str, bucket_name: str) -> str:
     )
 
 
-def test_cli_records_searches_and_resolves_through_a_bucket(
-    tmp_path: Path, s3_endpoint: str, bucket: str
-):
-    config, project = write_config(tmp_path, _storage(s3_endpoint, bucket))
-    export(tmp_path, "r.csv", b"a,b\n1,2\n")
+def _record_csv(tmp_path: Path, config: Path, project: Path, data: bytes, title: str) -> str:
+    """`artmem record` of `r.csv` holding `data`; its experiment id."""
+    export(tmp_path, "r.csv", data)
     recorded = _artmem(
-        config, project, "record", "--json", "--session", "s1", "--title", "Result table",
+        config, project, "record", "--json", "--session", "s1", "--title", title,
         "--summary", "A table.", "--query-fingerprint", "0" * 64, "--source", "warehouse",
         "--source-version", "v1", "r.csv",
     )  # fmt: skip
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    exp = json.loads(recorded.stdout)["experiment_id"]
+    return str(json.loads(recorded.stdout)["experiment_id"])
+
+
+def test_cli_records_searches_and_resolves_through_a_bucket(
+    tmp_path: Path, s3_endpoint: str, bucket: str
+):
+    config, project = write_config(tmp_path, _storage(s3_endpoint, bucket))
+    exp = _record_csv(tmp_path, config, project, b"a,b\n1,2\n", "Result table")
     found = _artmem(config, project, "search", "--json", "Result")
     assert exp in found.stdout
     resolved = _artmem(config, project, "resolve", "--json", exp)
@@ -144,14 +149,7 @@ def test_the_notebook_api_reads_a_bucket_store_and_writes_nothing_to_it(
     from harness_plugin.notebook import open_store
 
     config, project = write_config(tmp_path, _storage(s3_endpoint, bucket))
-    export(tmp_path, "r.csv", b"k,v\n1,a\n2,b\n3,c\n")
-    recorded = _artmem(
-        config, project, "record", "--json", "--session", "s1", "--title", "Cohort table",
-        "--summary", "A table.", "--query-fingerprint", "0" * 64, "--source", "warehouse",
-        "--source-version", "v1", "r.csv",
-    )  # fmt: skip
-    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    exp = json.loads(recorded.stdout)["experiment_id"]
+    exp = _record_csv(tmp_path, config, project, b"k,v\n1,a\n2,b\n3,c\n", "Cohort table")
     before = keys_below(s3_endpoint, bucket)
     store = open_store(config=str(config), cwd=str(project))
     assert [hit.card.experiment_id for hit in store.search("cohort")] == [exp]

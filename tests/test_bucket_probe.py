@@ -11,22 +11,29 @@ import hashlib
 import json
 import os
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from bucket_helpers import BLIND, Host, bucket, keys_below, quirky_bucket, raw_client, s3_endpoint
-from conftest import PROJECT, SESSION, Workspace, make_metadata, metadata_fields
+from bucket_helpers import (
+    BLIND,
+    CARELESS,
+    Host,
+    bucket,
+    keys_below,
+    open_uploads,
+    quirky_bucket,
+    raw_client,
+    s3_endpoint,
+    spawn_host,
+)
+from conftest import PROJECT, SESSION, Workspace, make_metadata
 
 from cards import IndexState, IndexStatus, artifact_id_for_digest
-from cards.errors import BackendUnsupported
+from cards.errors import BackendUnsupported, StoreIOError
 from cas import Provenance, fsck
-from cas._bucket import _probe
+from cas._bucket import _probe, _publish
 
 __all__ = ["bucket", "quirky_bucket", "s3_endpoint"]  # fixtures, imported for pytest
-
-WORKER = Path(__file__).with_name("bucket_helpers.py")
 
 
 def _record(ws: Workspace, store, name: str, data: bytes | None = None, **meta: object):  # type: ignore[no-untyped-def]
@@ -105,28 +112,50 @@ def test_no_conditional_replace_refuses_card_updates_and_loses_nothing(
     assert store.load_card(exp) == recorded.card
 
 
-def _spawn_host(ws: Workspace, host: Host, name: str) -> subprocess.Popen[str]:
-    settings = host.settings()
-    job = {
-        "settings": {
-            "bucket": settings.bucket,
-            "cache_root": settings.cache_root,
-            "prefix": settings.prefix,
-            "endpoint_url": settings.endpoint_url,
-            "region": settings.region,
-        },
-        "project": PROJECT,
-        "rlm_root": str(ws.rlm_root),
-        "session": SESSION,
-        "name": name,
-        "metadata": metadata_fields(),
-    }
-    path = host.state_root.parent / f"job-{host.state_root.name}.json"
-    path.write_text(json.dumps(job))
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), str(path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=WORKER.parent.parent,
-    )  # fmt: skip
+def test_no_conditional_create_refuses_records_and_writes_no_object(
+    ws: Workspace, s3_endpoint: str
+):
+    name = f"{CARELESS}{secrets.token_hex(6)}"
+    raw_client(s3_endpoint).create_bucket(Bucket=name)
+    store = Host(s3_endpoint, name, ws.root / "h").store(PROJECT)
+    with pytest.raises(BackendUnsupported) as refused:
+        _record(ws, store, "a.bin", b"abc" * 50)
+    assert refused.value.capability == "create_if_absent"
+    assert keys_below(s3_endpoint, name) == {}  # the probe's keys are gone, nothing else written
+
+
+@pytest.mark.parametrize("content", [b"", b"not json", b"\x00" * 5000, b'{"create_if_absent": 1}'])
+def test_a_damaged_capabilities_file_means_probing_again(
+    ws: Workspace, s3_endpoint: str, quirky_bucket: str, content: bytes
+):
+    host = Host(s3_endpoint, quirky_bucket, ws.root / "h")
+    cache_root = host.settings().cache_root
+    path = Path(_probe._path(cache_root, (s3_endpoint, quirky_bucket)))
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    _probe._KNOWN.pop((s3_endpoint, quirky_bucket), None)
+    assert host.store(PROJECT).capabilities().replace_etag == "unquoted"
+
+
+def test_a_crashed_hosts_claim_is_taken_over_once_stale(
+    ws: Workspace, s3_endpoint: str, quirky_bucket: str, monkeypatch: pytest.MonkeyPatch
+):
+    data = os.urandom(9 << 20)  # multipart: completion is where the claim is taken
+    artifact_id = artifact_id_for_digest(hashlib.sha256(data).digest())
+    store = Host(s3_endpoint, quirky_bucket, ws.root / "h").store(PROJECT)
+    claim = store.keys.claim(store.keys.object(artifact_id))
+    raw_client(s3_endpoint).put_object(Bucket=quirky_bucket, Key=claim, Body=b"")
+    monkeypatch.setattr(_publish, "CLAIM_WAIT_S", 0.0)
+    with pytest.raises(StoreIOError, match="another host is still completing") as waited:
+        _record(ws, store, "a.bin", data)
+    assert waited.value.retryable
+    assert open_uploads(s3_endpoint, quirky_bucket) == []
+    assert not [k for k in keys_below(s3_endpoint, quirky_bucket, store.keys.objects)
+                if not k.endswith(".chunks")]  # fmt: skip
+    monkeypatch.setattr(_publish, "CLAIM_STALE_S", -1)  # as if its holder died long ago
+    recorded = _record(ws, store, "a.bin")
+    assert not recorded.deduplicated
+    assert keys_below(s3_endpoint, quirky_bucket, store.keys.tmp) == {}
 
 
 @pytest.mark.parametrize(
@@ -138,7 +167,7 @@ def test_hosts_racing_over_unconditional_completion_store_once_and_say_so(
     data = os.urandom(mib << 20)
     ws.export("same.bin", data)
     hosts = [Host(s3_endpoint, quirky_bucket, ws.root / f"host{i}") for i in range(2)]
-    procs = [_spawn_host(ws, host, "same.bin") for host in hosts]
+    procs = [spawn_host(ws, host, "same.bin") for host in hosts]
     outcomes = []
     for proc in procs:
         out, err = proc.communicate(timeout=600)

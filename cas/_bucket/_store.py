@@ -5,10 +5,12 @@ The same guarantees as `ProjectStore`, in object-storage terms (DESIGN.md §9):
 - record hashes the export in place first (no copy), so the content address is known before
   anything is sent; the media type and table facts are read from it through those chunk
   digests. Then the manifest and the object are published by conditional creates (`_publish`:
-  nothing is sent for stored bytes, else the export is read a second time and sent as a
-  multipart upload on the final key, every chunk checked against the first pass before it
-  goes, invisible until completed with `If-None-Match: *`), and the card written with a
-  conditional create or an `If-Match` replace (`_cards`), re-deciding on a lost condition. A
+  nothing is sent for bytes proven stored, a corrupt stored copy is healed, else the export is
+  read a second time and sent as a multipart upload on the final key, every part proven
+  against the first pass before it goes, invisible until completed with `If-None-Match: *`, or
+  under a claim where the service ignores that), and the card written with a conditional
+  create or an `If-Match` replace (`_cards`, through the seam), in the forms the service was
+  found to accept (`_probe`), re-deciding on a lost condition (`Store`). A
   source that changes between the passes fails the record (`SourceChanged`) and nothing
   becomes visible. Nothing is written locally: keeping a cached copy of what was sent
   measured slower (its dirty pages compete with the upload); a resolve on this host downloads
@@ -58,13 +60,12 @@ from cas._bucket._settings import BucketSettings
 from cas._hashing import Digests, hash_export
 from cas._progress import Progress
 from cas._results import Committing, Provenance, Recorded, commit_card
-from cas._store import Options, Room, Store, retried
+from cas._store import Options, Recording, Room, Store, retried
 from cas._verify import IntegrityMode
 
 if TYPE_CHECKING:
     from cards import CardMetadata
     from cas._fsck import FsckReport
-    from cas._ingest import ExportSource
     from cas.slicing._reader import RemoteBytes
 
 
@@ -170,13 +171,7 @@ class BucketStore(Store):
 
     # -- record -----------------------------------------------------------------------------
 
-    def _record(
-        self,
-        src: ExportSource,
-        provenance: Provenance,
-        metadata: CardMetadata,
-        progress: Progress | None,
-    ) -> Recorded:
+    def _record(self, job: Recording) -> Recorded:
         """Hash the export in place, publish what is not stored, commit the card.
 
         Raises:
@@ -185,6 +180,7 @@ class BucketStore(Store):
             StoreIOError: the bucket or the local cache failed, or the card kept changing
                 under other writers (retryable).
         """
+        src, provenance, metadata, progress = job
         if progress is not None:
             progress.start(2 * src.size)  # hashed in place, then sent
         digests: Digests
