@@ -46,6 +46,7 @@ class ServedBytes:
 
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
         self._app = app
+        self._conditional = threading.Lock()
         self._lock = threading.Lock()
         self.sent: Counter[str] = Counter()
 
@@ -91,7 +92,8 @@ class Quirks:
     As a Ceph RGW 16.2 did: a `PUT` whose `If-Match` holds a quoted ETag (as HEAD, GET and LIST
     return it) is refused with 412 even when it matches (unquoted, it works); completing a
     multipart upload ignores `If-None-Match: *` and replaces an existing key. Declared checksums
-    are ignored (stored unverified): moto does that for every bucket already. Buckets named
+    are ignored (stored unverified): moto does that for every bucket already. For every bucket,
+    conditional requests are serialised, as a real service makes them atomic. Buckets named
     `artmem-blind-*` ignore `If-Match` on `PUT` altogether (no conditional replace at all);
     buckets named `artmem-careless-*` ignore `If-None-Match` on `PUT` as well (no conditional
     create either).
@@ -99,6 +101,7 @@ class Quirks:
 
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
         self._app = app
+        self._conditional = threading.Lock()
 
     def __call__(self, environ: dict[str, object], start_response: Callable[..., object]):  # type: ignore[no-untyped-def]
         path = str(environ.get("PATH_INFO", "")).lstrip("/")
@@ -115,6 +118,12 @@ class Quirks:
                 return [_REFUSED]
             if method == "POST" and "uploadId=" in str(environ.get("QUERY_STRING", "")):
                 environ.pop("HTTP_IF_NONE_MATCH", None)
+        conditional = "HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ
+        if conditional and environ.get("REQUEST_METHOD") in ("PUT", "POST"):
+            # moto checks a condition, then writes, unlocked: two racing requests can both
+            # pass. A real service's conditional write is atomic; so is this one's.
+            with self._conditional:
+                return list(self._app(environ, start_response))
         return self._app(environ, start_response)
 
 

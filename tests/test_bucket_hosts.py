@@ -17,6 +17,7 @@ from bucket_helpers import (
     bucket,
     keys_below,
     open_uploads,
+    quirky_bucket,
     raw_client,
     s3_endpoint,
     spawn_host,
@@ -26,7 +27,7 @@ from conftest import PROJECT, Workspace
 from cards import artifact_id_for_digest
 from cas import fsck
 
-__all__ = ["bucket", "s3_endpoint"]  # fixtures, imported for pytest
+__all__ = ["bucket", "quirky_bucket", "s3_endpoint"]  # fixtures, imported for pytest
 
 
 def _objects(endpoint: str, bucket_name: str, root: str) -> dict[str, int]:
@@ -38,8 +39,16 @@ def _objects(endpoint: str, bucket_name: str, root: str) -> dict[str, int]:
 
 
 @pytest.mark.slow
-def test_eight_hosts_recording_the_same_file_converge(ws: Workspace, s3_endpoint: str, bucket: str):
-    data = os.urandom(10 * 1024 * 1024 + 7)  # multipart: the copy-and-complete path
+@pytest.mark.parametrize("service", ["moto", "quirky"])
+def test_eight_hosts_recording_the_same_file_converge(
+    ws: Workspace, s3_endpoint: str, service: str, request: pytest.FixtureRequest
+):
+    """One object, one card, and exactly one host that reports storing the bytes.
+
+    On the quirky double multipart completion ignores `If-None-Match`: the claim decides.
+    """
+    bucket = request.getfixturevalue("bucket" if service == "moto" else "quirky_bucket")
+    data = os.urandom(10 * 1024 * 1024 + 7)  # multipart: completion decides who stored it
     ws.export("same.bin", data)
     hosts = [Host(s3_endpoint, bucket, ws.root / f"host{i}") for i in range(8)]
     procs = [spawn_host(ws, host, "same.bin") for host in hosts]
@@ -50,6 +59,7 @@ def test_eight_hosts_recording_the_same_file_converge(ws: Workspace, s3_endpoint
         outcomes.append(json.loads(out.strip().splitlines()[-1]))
     artifact_id = artifact_id_for_digest(hashlib.sha256(data).digest())
     assert {o["artifact_id"] for o in outcomes} == {artifact_id}
+    assert sorted(o["deduplicated"] for o in outcomes) == [False] + [True] * 7
     store = hosts[0].store(PROJECT)
     root = store.keys.root
     assert list(_objects(s3_endpoint, bucket, root)) == [store.keys.object(artifact_id)]
