@@ -78,6 +78,7 @@ class ErrorCode(enum.StrEnum):
     OBJECT_MISSING = "cas.object_missing"
     INTEGRITY = "cas.integrity"
     STORE_IO = "cas.io"
+    BACKEND_UNSUPPORTED = "cas.backend_unsupported"
     OUTBOX_IO = "indexer.outbox_io"
     NOT_OWNER = "indexer.not_owner"
     REMOTE_UNAVAILABLE = "indexer.remote_unavailable"

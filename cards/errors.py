@@ -41,6 +41,7 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     ├── ObjectMissing (FileNotFoundError)        cas.object_missing
     ├── IntegrityError (ValueError)              cas.integrity
     ├── StoreIOError (OSError, retryable)        cas.io
+    ├── BackendUnsupported (RuntimeError)        cas.backend_unsupported
     ├── OutboxError (OSError, retryable)         indexer.outbox_io
     ├── NotOwner (RuntimeError)                  indexer.not_owner
     ├── HonchoDisabled (RuntimeError)            indexer.disabled
@@ -242,6 +243,16 @@ class StoreIOError(ArtifactError, OSError):
 
     code = ErrorCode.STORE_IO
     retryable = True
+
+
+class BackendUnsupported(ArtifactError, RuntimeError):
+    """The storage service lacks a capability an operation needs; `capability` names it."""
+
+    code = ErrorCode.BACKEND_UNSUPPORTED
+
+    def __init__(self, capability: str, message: str) -> None:
+        super().__init__(message)
+        self.capability = capability
 
 
 class OutboxError(ArtifactError, OSError):

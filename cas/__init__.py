@@ -4,11 +4,13 @@ Rooms (each a private module; this file is the public API):
 
 - `_objects`: the object files of a project (lstat/open/hash/walk/publish/quarantine);
 - `_cardfiles`: the card files (read/find/scan/count/write);
-- `_store`: `ProjectStore`, which orchestrates record, resolve and locate under the project's
-  lock and quotas, with `_ingest` (a kernel's export, opened safely), `_hashing` (the
-  digests), `_verify` (proofs and their cache) and `_project` (a project's directory and lock);
-- `_interface`: `Store`, the protocol both backends implement; `_bucket/`: `BucketStore`, the
-  store on an S3-compatible bucket with a verified local cache (its client loads only there);
+- `_store`: `Store`, the one store (record, resolve, locate, cards, usage, fsck) over either
+  backend's rooms; `_backend`: `Backend`, the storage seam (six operations on keys);
+- `_local_store`: `ProjectStore`, the store in a local directory (`_local_backend` its keys),
+  with `_ingest` (a kernel's export, opened safely), `_hashing` (the digests), `_verify`
+  (proofs and their cache) and `_project` (a project's directory and lock); `_bucket/`:
+  `BucketStore`, the store on an S3-compatible bucket with a verified local cache (its client
+  loads only there);
 - `_catalog`: exact-id and BM25 search over cards, a tantivy index per project kept under the
   state root (`_catalog_local`), `_catalog_engine` the tantivy edge, `_catalog_files` its files
   under the state root; `_fsck`: the
@@ -32,9 +34,9 @@ if TYPE_CHECKING:
     from cas._catalog_local import CatalogCheck, LocalCatalog
     from cas._fs import atomic_write, make_dirs, make_root, open_dir, read_small, write_new
     from cas._fsck import FsckReport, fsck
-    from cas._interface import Store
+    from cas._local_store import ProjectStore
     from cas._results import Located, Provenance, Recorded, Resolved
-    from cas._store import ProjectStore, utc_now
+    from cas._store import Store, utc_now
     from cas._verify import IntegrityMode, VerificationCache
 
 _EXPORTS = {
@@ -52,13 +54,13 @@ _EXPORTS = {
     "BucketStore": "cas._bucket",
     "migrate": "cas._bucket._migrate",
     "FsckReport": "cas._fsck",
-    "Store": "cas._interface",
+    "Store": "cas._store",
     "fsck": "cas._fsck",
     "Located": "cas._results",
     "Provenance": "cas._results",
     "Recorded": "cas._results",
     "Resolved": "cas._results",
-    "ProjectStore": "cas._store",
+    "ProjectStore": "cas._local_store",
     "utc_now": "cas._store",
     "IntegrityMode": "cas._verify",
     "VerificationCache": "cas._verify",

@@ -129,6 +129,10 @@ class CardFiles:
             os.close(fd)
         return self._checked(card, exp_id)
 
+    def read_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1, str | None]:
+        """One card; no version: its writers are ordered by the commit lock (`Project`)."""
+        return self.read(exp_id), None
+
     def read_many(self, exp_ids: Sequence[ExperimentId]) -> list[ExperimentCardV1 | None]:
         """Each card, read and validated through one directory descriptor (a search's hits).
 

@@ -1,8 +1,9 @@
 """Operator checks: verify every object and card of a project; repair only what is safe.
 
 `--repair` removes recognised crash leftovers in `tmp/` and moves corrupt objects into
-`quarantine/`. It never deletes an object, valid or not, and never touches a card. A bucket
-store is checked by `cas._bucket._fsck` (the same report, in object-storage terms).
+`quarantine/`. It never deletes an object, valid or not, and never touches a card. Each store
+checks itself (`Store.check`): a local one here (`check_local`), a bucket one in
+`cas._bucket._fsck` (the same report, in object-storage terms); neither module imports the other.
 """
 
 from __future__ import annotations
@@ -12,15 +13,18 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cards import ArtifactId, artifact_id_for_digest
 from cards.errors import ObjectMissing, PathEscape, SourceMissing
 from cas import _fs
 from cas._cardfiles import CardProblem, CardScan
-from cas._interface import Store
 from cas._progress import Progress
 from cas._project import Project, open_project
-from cas._store import ProjectStore
+
+if TYPE_CHECKING:
+    from cas._local_store import ProjectStore
+    from cas._store import Store
 
 # A stage younger than this may belong to a writer between its create and its lock.
 STALE_STAGE_AGE_S = 60
@@ -78,10 +82,13 @@ def fsck(store: Store, *, repair: bool = False, progress: Progress | None = None
     With `repair`, stale staging files are removed and corrupt objects quarantined; the report
     then describes the state after repair.
     """
-    if not isinstance(store, ProjectStore):
-        from cas._bucket._fsck import fsck_bucket
+    return store.check(repair=repair, progress=progress)
 
-        return fsck_bucket(store, repair=repair, progress=progress)
+
+def check_local(
+    store: ProjectStore, *, repair: bool = False, progress: Progress | None = None
+) -> FsckReport:
+    """`fsck` of a local store."""
     report = FsckReport()
     with open_project(store.artifact_root, store.layout, create=False) as project:
         if project is None:

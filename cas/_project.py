@@ -6,14 +6,18 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from cards.errors import ExperimentNotFound, SourceMissing, StoreIOError
+from cards.errors import SourceMissing, StoreIOError
 from cas import _fs
 from cas._cardfiles import CardFiles
 from cas._layout import LOCK, ProjectLayout
 from cas._objects import ObjectStore
+
+if TYPE_CHECKING:
+    from cards import ExperimentCardV1
 
 
 class Project(msgspec.Struct, frozen=True):
@@ -34,6 +38,12 @@ class Project(msgspec.Struct, frozen=True):
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock
+
+    def write_card(self, card: ExperimentCardV1, version: str | None) -> bool:
+        """Replace the card's file; the caller holds the commit lock, which orders writers."""
+        with self.staging() as tmp_fd:
+            self.cards.write(card, tmp_fd)
+        return True
 
     @contextlib.contextmanager
     def staging(self) -> Iterator[int]:
@@ -68,17 +78,6 @@ def open_project(
         yield Project(fd, layout, ObjectStore(fd, layout), CardFiles(fd, layout))
     finally:
         os.close(fd)
-
-
-def recorded(project: Project | None) -> Project:
-    """`project`, which must exist to hold the experiment asked for.
-
-    Raises:
-        ExperimentNotFound: the project has recorded nothing yet.
-    """
-    if project is None:
-        raise ExperimentNotFound("this project has recorded nothing yet")
-    return project
 
 
 def _project_fd(artifact_root: str, layout: ProjectLayout, *, create: bool) -> int | None:

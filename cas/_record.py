@@ -40,24 +40,20 @@ from cards import (
     artifact_id_for_digest,
     experiment_id,
 )
-from cards.build import card_changes, record_warnings, revised_card
 from cards.errors import StoreIOError
 from cards.policy import check_byte_quota, check_card_quota
 from cas import _fs
 from cas._hashing import Digests, copy_and_hash, hash_export
 from cas._progress import Progress
 from cas._project import Project
-from cas._results import Provenance, Recorded, first_card
+from cas._results import Committing, Provenance, Recorded, commit_card
 from cas._verify import Clock, Verifier
 
 if TYPE_CHECKING:
-    from cas._ingest import ExportSource
+    from cards import ExperimentCardV1
+    from cas._store import Recording
     from cas.slicing._footer import Measured
 
-CORRUPT_REPLACED = (
-    "healed: the stored copy of these bytes was corrupt; it was moved to quarantine/ and "
-    "replaced by the recorded bytes"
-)
 PROBE_MIN_BYTES = 4 << 20  # below this, copying costs little more than hashing first
 
 
@@ -74,20 +70,13 @@ class Recorder(msgspec.Struct, frozen=True):
     clock: Clock
     initial_index_state: IndexState
 
-    def record(
-        self,
-        src: ExportSource,
-        project: Project,
-        provenance: Provenance,
-        metadata: CardMetadata,
-        progress: Progress | None,
-    ) -> Recorded:
-        """Record the opened export `src` into `project` (see the module docstring).
+    def record(self, project: Project, job: Recording) -> Recorded:
+        """Record the opened export `job.src` into `project` (see the module docstring).
 
         Raises:
-            ArtifactTooLarge, QuotaExceeded, SourceChanged, StoreIOError: see
-                `ProjectStore.record`.
+            ArtifactTooLarge, QuotaExceeded, SourceChanged, StoreIOError: see `Store.record`.
         """
+        src, provenance, metadata, progress = job
         limit = self.limits.artifact_bytes  # the caller refused a larger file already
         if src.size >= PROBE_MIN_BYTES and _has_object_of_size(project, src.size):
             if progress is not None:
@@ -177,25 +166,18 @@ class Recorder(msgspec.Struct, frozen=True):
             stage.drop_name()
             sha256 = digests.sha256.hex()
             self.verifier.remember(project.objects, artifact_id, os.fstat(stage.fd), sha256)
-        now = self.clock()
-        if existing is None:
-            card = first_card(
-                exp_id, self.project_id, artifact_id, digests, metadata, provenance,
-                self.initial_index_state, now,
-            )  # fmt: skip
-        else:
-            card = revised_card(existing, metadata, now)
-        if card is not existing:
+        commit = Committing(
+            exp_id, self.project_id, artifact_id, digests, provenance,
+            self.initial_index_state, present, healed,
+        )  # fmt: skip
+
+        def write(card: ExperimentCardV1) -> bool:  # under the lock: never loses
             project.cards.write(card, tmp_fd)
-        warnings = (*record_warnings(card, deduplicated=present), *table_warnings)
-        return Recorded(
-            card=card,
-            deduplicated=present,
-            card_created=existing is None,
-            card_updated=existing is not None and card is not existing,
-            changed=() if existing is None else card_changes(existing, card),
-            warnings=(*warnings, CORRUPT_REPLACED) if healed else warnings,
-        )
+            return True
+
+        done = commit_card(commit, existing, metadata, table_warnings, self.clock(), write)
+        assert done is not None
+        return done
 
 
 def _has_object_of_size(project: Project, size: int) -> bool:

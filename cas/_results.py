@@ -17,10 +17,13 @@ from cards import (
     SessionId,
     freshness_verdict,
 )
+from cards.errors import InvalidInput, StoreIOError
 from cas._hashing import Digests
 from cas.slicing._reader import RemoteBytes, SliceSource, load_manifest
 
 if TYPE_CHECKING:  # the card models load only where a card is built or read
+    from collections.abc import Callable
+
     from cards import CardMetadata, ExperimentCardV1
 
 
@@ -128,30 +131,88 @@ def located(
     return Located(card=card, source=source, freshness=state, warnings=warnings)
 
 
-def first_card(
-    experiment_id: ExperimentId,
-    project_id: ProjectId,
-    artifact_id: ArtifactId,
-    digests: Digests,
-    metadata: CardMetadata,
-    provenance: Provenance,
-    index_state: IndexState,
-    now: datetime,
-) -> ExperimentCardV1:
-    """The card a first record of these bytes (`digests`) and `metadata` commits."""
-    from cards.build import new_card
+class Committing(msgspec.Struct, frozen=True):
+    """What a record commits a card for, once its bytes are stored (either backend)."""
 
-    return new_card(
-        experiment_id=experiment_id,
-        project_id=project_id,
-        artifact_id=artifact_id,
-        sha256=digests.sha256.hex(),
-        size=digests.size,
-        chunk_manifest_sha256=hashlib.sha256(digests.manifest()).hexdigest(),
-        metadata=metadata,
-        session_id=provenance.session_id,
-        root_agent_id=provenance.root_agent_id,
-        tool_call_id=provenance.tool_call_id,
-        index_state=index_state,
-        now=now,
+    experiment_id: ExperimentId
+    project_id: ProjectId
+    artifact_id: ArtifactId
+    digests: Digests
+    provenance: Provenance
+    index_state: IndexState  # a first card's
+    present: bool  # the bytes were stored already (deduplicated)
+    healed: bool  # a corrupt stored copy was replaced
+
+
+HEALED = (
+    "healed: the stored copy of these bytes was corrupt; it was moved to quarantine/ and "
+    "replaced by the recorded bytes"
+)
+
+
+def commit_card(
+    commit: Committing,
+    existing: ExperimentCardV1 | None,
+    metadata: CardMetadata,
+    table_warnings: tuple[str, ...],
+    now: datetime,
+    write: Callable[[ExperimentCardV1], bool],
+) -> Recorded | None:
+    """Decide the card on `existing` (the card as it is now), write it if it changed.
+
+    `metadata` is already completed with the table's facts. None when `write` lost its
+    condition (a bucket): the caller reads the card again and decides again.
+    """
+    from cards.build import card_changes, new_card, record_warnings, revised_card
+
+    digests = commit.digests
+    if existing is None:
+        card = new_card(
+            experiment_id=commit.experiment_id,
+            project_id=commit.project_id,
+            artifact_id=commit.artifact_id,
+            sha256=digests.sha256.hex(),
+            size=digests.size,
+            chunk_manifest_sha256=hashlib.sha256(digests.manifest()).hexdigest(),
+            metadata=metadata,
+            session_id=commit.provenance.session_id,
+            root_agent_id=commit.provenance.root_agent_id,
+            tool_call_id=commit.provenance.tool_call_id,
+            index_state=commit.index_state,
+            now=now,
+        )
+    else:
+        card = revised_card(existing, metadata, now)
+    if card is not existing and not write(card):
+        return None
+    warnings = (*record_warnings(card, deduplicated=commit.present), *table_warnings)
+    return Recorded(
+        card=card,
+        deduplicated=commit.present,
+        card_created=existing is None,
+        card_updated=existing is not None and card is not existing,
+        changed=() if existing is None else card_changes(existing, card),
+        warnings=(*warnings, HEALED) if commit.healed else warnings,
     )
+
+
+def check_version(value: str | None) -> None:
+    """Refuse a malformed `current_source_version` (either backend's resolve and locate).
+
+    Raises:
+        InvalidInput: it is empty, longer than 200 characters, or not printable.
+    """
+    if value is None:
+        return
+    if not value or len(value) > 200 or not value.isprintable():
+        raise InvalidInput("current_source_version must be 1-200 printable characters")
+
+
+def check_writable(read_only: bool) -> None:
+    """Refuse a write to a store opened read-only (the notebook API).
+
+    Raises:
+        StoreIOError: it is read-only.
+    """
+    if read_only:
+        raise StoreIOError("this store is open read-only; record through artmem or a kernel")

@@ -1,55 +1,50 @@
-"""One project's store: record, resolve and locate, over the project's rooms and lock.
+"""`Store`: one project's store (record, resolve, locate, cards, usage, fsck), whatever holds it.
 
-The rooms: `_objects` (object files), `_cardfiles` (card files), `_hashing` (the digests),
-`_ingest` (opening a kernel's export safely), `_record` (the commit protocol of a record,
-deduplication and quotas), `_sniff` (the media type), `_verify` (proofs of intactness and their
-records), `_fs` (the filesystem edge). This module only orchestrates them. The record-only rooms
-load with the first record, so a reader never imports them. A `read_only` store (the notebook
-API) writes nothing at all: not even a verification record.
+One implementation of everything the host asks, over a backend's rooms: `ProjectStore`
+(`_local_store`: a local directory, its commit lock and card log) and `BucketStore`
+(`cas._bucket`: an S3-compatible bucket and a verified local cache) only open their project
+(`_opened`, a `Room`), record bytes into it (`_record`), and prove or locate an object. Cards
+are read, written and decided on here: an update re-reads and decides again when a
+conditional write lost (`retried`), which under the local commit lock never happens. A
+`read_only` store (the notebook API) records nothing and writes no card.
+
+This module imports no room: they load with the first store of their backend, so naming
+`Store` (the host annotates with it) costs nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict, TypeVar
 
-from cards import (
-    ArtifactId,
-    IndexState,
-    Limits,
-    ProjectId,
-    parse_artifact_id,
-    parse_experiment_id,
-    parse_project_id,
-)
-from cards.errors import (
-    ArtifactTooLarge,
-    InvalidInput,
-    ObjectMissing,
-    StoreIOError,
-)
-from cards.policy import DEFAULT_LIMITS
-from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
-from cas._layout import ProjectLayout
-from cas._objects import ObjectStore
-from cas._progress import Progress
-from cas._project import Project, open_project, recorded
-from cas._results import Located, Provenance, Recorded, Resolved, Usage, located, resolved
-from cas._verify import PROCESS_CACHE, Clock, IntegrityMode, VerificationCache, Verifier
+from cards import parse_artifact_id, parse_experiment_id
+from cards.errors import ArtifactTooLarge, ExperimentNotFound, StoreIOError
 
-if TYPE_CHECKING:  # the card models load with the first card read or written
-    from cards import CardMetadata, ExperimentCardV1, IndexStatus
+if TYPE_CHECKING:  # the card models and the rooms load with the first store
+    from cards import (
+        ArtifactId,
+        CardMetadata,
+        ExperimentCardV1,
+        ExperimentId,
+        IndexState,
+        IndexStatus,
+        Limits,
+        ProjectId,
+    )
     from cas._card_log import LogMark
+    from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
+    from cas._fsck import FsckReport
+    from cas._ingest import ExportSource
+    from cas._progress import Progress
+    from cas._results import Located, Provenance, Recorded, Resolved, Usage
+    from cas._verify import Clock, IntegrityMode, VerificationCache
+    from cas.slicing._reader import RemoteBytes
 
+MAX_ATTEMPTS = 8  # conditional card writes lost in a row before a retryable error
 
-# A cards directory changed less than this long ago has no trustworthy version yet (it exceeds
-# the coarse clock tick that stamps directory mtimes, with room for a clock step).
-RACY_NS = 2_000_000_000
+T = TypeVar("T")
 
 
 def utc_now() -> datetime:
@@ -57,42 +52,149 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class ProjectStore:
-    """The content-addressed store of one project below the configured artifact root."""
+class CardRoom(Protocol):
+    """A project's cards, as each backend keeps them (`CardFiles`, `BucketCards`)."""
+
+    def read(self, exp_id: ExperimentId) -> ExperimentCardV1:
+        """One card (ExperimentNotFound, CardInvalid)."""
+        ...
+
+    def read_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1, str | None]:
+        """One card and the version a conditional write replaces (None: the lock decides)."""
+        ...
+
+    def read_many(self, exp_ids: Sequence[ExperimentId]) -> list[ExperimentCardV1 | None]:
+        """Several cards; None for an absent or unusable one."""
+        ...
+
+    def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
+        """Every card, in name order; unchanged stamps are not read."""
+        ...
+
+    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
+        """The cards changed since a card log mark (no log: every card)."""
+        ...
+
+    def count(self) -> int:
+        """How many card names there are (each holds a quota slot)."""
+        ...
+
+
+class Room(Protocol):
+    """One project, open for a call: its cards, its commit lock, and card writes."""
+
+    @property
+    def cards(self) -> CardRoom:
+        """The project's cards."""
+        ...
+
+    def locked(self) -> AbstractContextManager[None]:
+        """The commit lock (a bucket has none: its writes are conditional)."""
+        ...
+
+    def write_card(self, card: ExperimentCardV1, version: str | None) -> bool:
+        """Write a card over `version` (None: create); False when a conditional write lost."""
+        ...
+
+
+class Recording(NamedTuple):
+    """A record under way: the opened export, and what the host said of it."""
+
+    src: ExportSource
+    provenance: Provenance
+    metadata: CardMetadata
+    progress: Progress | None
+
+
+class Options(TypedDict, total=False):
+    """How a store behaves, whatever its backend (`Store.__init__`)."""
+
+    limits: Limits
+    integrity: IntegrityMode
+    initial_index_state: IndexState
+    clock: Clock
+    cache: VerificationCache
+    require_owner: bool
+    read_only: bool
+
+
+class Store:
+    """The content-addressed store of one project (see the module docstring)."""
 
     def __init__(
         self,
-        artifact_root: str,
         project_id: str,
         *,
-        limits: Limits = DEFAULT_LIMITS,
-        integrity: IntegrityMode = IntegrityMode.CACHED,
-        initial_index_state: IndexState = IndexState.DISABLED,
+        limits: Limits | None = None,
+        integrity: IntegrityMode | None = None,
+        initial_index_state: IndexState | None = None,
         clock: Clock = utc_now,
-        cache: VerificationCache = PROCESS_CACHE,
+        cache: VerificationCache | None = None,
         require_owner: bool = True,
         read_only: bool = False,
     ) -> None:
-        if not os.path.isabs(artifact_root):
-            raise InvalidInput("the artifact root must be an absolute path")
-        self.artifact_root = artifact_root
+        """Serve `project_id`: the bounds, integrity mode and clock of every backend.
+
+        A `read_only` store (the notebook API) records nothing and writes no card.
+        """
+        from cards import IndexState, parse_project_id
+        from cards.policy import DEFAULT_LIMITS
+        from cas._layout import ProjectLayout
+        from cas._verify import PROCESS_CACHE, IntegrityMode, Verifier
+
         self.layout = ProjectLayout.for_project(parse_project_id(project_id))
-        self.limits = limits
-        self.integrity = integrity
+        self.limits = limits or DEFAULT_LIMITS
+        self.integrity = integrity or IntegrityMode.CACHED
         self.require_owner = require_owner
         self.read_only = read_only
-        self._initial_index_state = initial_index_state
+        self._initial_index_state = initial_index_state or IndexState.DISABLED
         self._clock = clock
-        self._verifier = Verifier(self.layout.key, integrity, cache, clock)
+        self._verifier = Verifier(self.layout.key, self.integrity, cache or PROCESS_CACHE, clock)
 
     @property
     def project_id(self) -> ProjectId:
         """The project this store serves."""
         return self.layout.project_id
 
+    # -- what a backend provides --------------------------------------------------------------
+
     def local_path(self, parts: Sequence[str]) -> str:
-        """The absolute path of `parts` (a layout path) below this project's directory."""
-        return os.path.join(self.artifact_root, *self.layout.root, *parts)
+        """The absolute local path of `parts` (a layout path) for this project."""
+        raise NotImplementedError
+
+    def cards_version(self) -> str | None:
+        """A token that changes whenever a card changes; None: unknown, look at the cards."""
+        raise NotImplementedError
+
+    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
+        """Verify every object and card, find leftovers; with `repair`, fix what is safe."""
+        raise NotImplementedError
+
+    def _opened(self, *, create: bool) -> AbstractContextManager[Room | None]:
+        """The project open for one call; None when it has recorded nothing (not `create`)."""
+        raise NotImplementedError
+
+    def _record(self, job: Recording) -> Recorded:
+        """Store the opened export's bytes and commit its card (`commit_card`)."""
+        raise NotImplementedError
+
+    def _verified(
+        self, room: Room, card: ExperimentCardV1, progress: Progress | None
+    ) -> tuple[datetime, bool]:
+        """Prove the card's object intact where `resolve` hands it out; (when, hashed now)."""
+        raise NotImplementedError
+
+    def _remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
+        """How a slice reaches the card's bytes: None for the local path (ObjectMissing)."""
+        raise NotImplementedError
+
+    def _has_object(self, room: Room, artifact_id: ArtifactId) -> bool:
+        """Whether the object's name is stored (not a verification)."""
+        raise NotImplementedError
+
+    def _stored(self, room: Room) -> tuple[int, int]:
+        """How many objects the project holds, and their bytes."""
+        raise NotImplementedError
 
     # -- record -----------------------------------------------------------------------------
 
@@ -104,26 +206,26 @@ class ProjectStore:
         source_path: str,
         progress: Progress | None = None,
     ) -> Recorded:
-        """Copy a kernel export into the store and commit its card (spec §29.1 steps 1–4).
+        """Store a kernel export's bytes and commit its card (spec §29.1 steps 1–4).
 
         Raises:
             InvalidInput: metadata exceeds the configured bounds.
             PathRejected: the source is outside the caller's exports, a symlink, not a regular
                 file, hard-linked or foreign-owned (subclasses say which).
             SourceMissing: the source does not exist.
-            SourceChanged: the source changed while it was streamed.
+            SourceChanged: the source changed while it was read.
             ArtifactTooLarge: the source exceeds the per-artifact limit.
             QuotaExceeded: the project's byte or card quota would be exceeded.
-            StoreIOError: the store could not be written, or is open read-only.
+            IntegrityError: other bytes took the content address meanwhile (a bucket).
+            BackendUnsupported: the service lacks a conditional write the record needs.
+            StoreIOError: the store could not be written, is open read-only, or the card kept
+                changing under other writers (retryable).
         """
-        self._check_writable()
-        from cas._ingest import open_export  # record-only rooms (see the module docstring)
-        from cas._record import Recorder
+        from cas._ingest import open_export  # record-only rooms load with the first record
+        from cas._results import check_writable
 
+        check_writable(self.read_only)
         metadata.check(self.limits)
-        recorder = Recorder(
-            self.project_id, self.limits, self._verifier, self._clock, self._initial_index_state
-        )
         with open_export(
             rlm_root, provenance.session_id, source_path, require_owner=self.require_owner
         ) as src:
@@ -132,8 +234,7 @@ class ProjectStore:
                 raise ArtifactTooLarge(
                     f"the artifact is larger than the {limit}-byte limit", limit=limit
                 )
-            with self._open(create=True) as opened:
-                return recorder.record(src, recorded(opened), provenance, metadata, progress)
+            return self._record(Recording(src, provenance, metadata, progress))
 
     # -- resolve ----------------------------------------------------------------------------
 
@@ -143,7 +244,7 @@ class ProjectStore:
         current_source_version: str | None = None,
         progress: Progress | None = None,
     ) -> Resolved:
-        """Prove an experiment's bytes intact and hand out their path (spec §30.2).
+        """Prove an experiment's bytes intact and hand out a local path to them (spec §30.2).
 
         Raises:
             InvalidId: `experiment_id` is malformed.
@@ -152,39 +253,37 @@ class ProjectStore:
             CardInvalid: the card is malformed, unsupported, or belongs elsewhere.
             ObjectMissing: the card's object is not in the store.
             IntegrityError: the object's size or SHA-256 differs from the card.
+            StoreIOError: the store failed.
         """
+        from cas._results import check_version, resolved
+
         exp_id = parse_experiment_id(experiment_id)
-        _check_version(current_source_version)
-        with self._open(create=False) as opened:
-            project = recorded(opened)
-            card = project.cards.read(exp_id)
-            objects = _UnrecordedProofs(project.fd, self.layout) if self.read_only else None
-            verified_at, hashed = self._verifier.verify(objects or project.objects, card, progress)
+        check_version(current_source_version)
+        with self._opened(create=False) as room:
+            card = recorded(room).cards.read(exp_id)
+            verified_at, hashed = self._verified(recorded(room), card, progress)
         return resolved(card, self._paths(card), current_source_version, verified_at, hashed)
 
     def locate(self, experiment_id: str, current_source_version: str | None = None) -> Located:
         """A card, its freshness, and its bytes as a slice reads them (chunk by chunk, verified).
 
-        Nothing is hashed whole: the manifest is proven to be the card's, and a slice proves each
-        chunk it reads.
+        Nothing is hashed whole: the manifest is proven to be the card's, and a slice proves
+        each chunk it reads (from the local file, or by ranged reads of a bucket's object).
 
         Raises:
-            InvalidId: `experiment_id` is malformed.
-            InvalidInput: `current_source_version` is malformed.
-            ExperimentNotFound: the project has no such card.
-            CardInvalid: the card is malformed, unsupported, or belongs elsewhere.
+            InvalidId, InvalidInput, ExperimentNotFound, CardInvalid: see `resolve`.
             ObjectMissing: the card's object is not in the store.
             IntegrityError: the chunk manifest is missing or not the card's.
-            StoreIOError: the manifest could not be read.
+            StoreIOError: the store failed.
         """
+        from cas._results import check_version, located
+
         exp_id = parse_experiment_id(experiment_id)
-        _check_version(current_source_version)
-        with self._open(create=False) as opened:
-            project = recorded(opened)
-            card = project.cards.read(exp_id)
-            if project.objects.lstat(card.typed_artifact_id) is None:
-                raise ObjectMissing("the experiment's artifact is missing from the store")
-        return located(card, self._paths(card), current_source_version)
+        check_version(current_source_version)
+        with self._opened(create=False) as room:
+            card = recorded(room).cards.read(exp_id)
+            remote = self._remote(recorded(room), card)
+        return located(card, self._paths(card), current_source_version, remote)
 
     def _paths(self, card: ExperimentCardV1) -> tuple[str, str]:
         """The local paths of the card's object and chunk manifest."""
@@ -203,11 +302,11 @@ class ProjectStore:
             CardInvalid: the card is malformed, unsupported, or belongs elsewhere.
         """
         exp_id = parse_experiment_id(experiment_id)
-        with self._open(create=False) as opened:
-            return recorded(opened).cards.read(exp_id)
+        with self._opened(create=False) as room:
+            return recorded(room).cards.read(exp_id)
 
     def load_cards(self, experiment_ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
-        """Read and validate several cards of this project, opening it once (a search's hits).
+        """Read and validate several cards, opening the project once (a search's hits).
 
         None for a card that is absent or unusable.
 
@@ -215,119 +314,112 @@ class ProjectStore:
             InvalidId: an id is malformed.
         """
         exp_ids = [parse_experiment_id(experiment_id) for experiment_id in experiment_ids]
-        with self._open(create=False) as opened:
-            return [None] * len(exp_ids) if opened is None else opened.cards.read_many(exp_ids)
+        with self._opened(create=False) as room:
+            return [None] * len(exp_ids) if room is None else room.cards.read_many(exp_ids)
 
     def scan_cards(self) -> CardScan:
         """Read every card; malformed, unsupported or misplaced ones are skipped and counted."""
+        from cas._cardfiles import CardScan
+
         return CardScan.of(self.read_cards())
 
-    def cards_version(self) -> str | None:
-        """A token that changes whenever a card file is added, replaced or removed.
-
-        Locally the cards directory's (inode, mtime_ns): every card publication renames into
-        it. None when there are no cards, or when the directory changed within the last
-        `RACY_NS`: a later change in the same tick of the filesystem's coarse clock could leave
-        the mtime as it is (Git's "racily clean" case), so such a token proves nothing and the
-        caller must look at the files. Compared for equality only; a bucket backend may use
-        another token.
-        """
-        try:
-            st = os.lstat(self.local_path(self.layout.cards_dir))
-        except OSError:
-            return None
-        if not stat.S_ISDIR(st.st_mode) or st.st_mtime_ns > time.time_ns() - RACY_NS:
-            return None
-        return f"{st.st_ino}:{st.st_mtime_ns}"
-
     def read_cards(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
-        """Every card file, in name order (see `CardFiles.scan`); none before the first record."""
-        with self._open(create=False) as project:
-            if project is not None:
-                yield from project.cards.scan(unchanged)
+        """Every card, in name order; cards whose stamp equals `unchanged[name]` are not read."""
+        with self._opened(create=False) as room:
+            if room is not None:
+                yield from room.cards.scan(unchanged)
 
     def read_changed_cards(
         self, since: LogMark | None, known: Mapping[str, CardStamp]
     ) -> CardChanges:
-        """The card files changed since the card log mark `since` (see `CardFiles.changes`).
+        """The cards changed since the card log mark `since` (see `CardFiles.changes`).
 
-        None for `since` (or a log that cannot say) lists and stats every file, as
-        `read_cards(known)` does; the result carries the mark to pass next time.
+        None for `since` (or a log that cannot say, or a bucket, which keeps none) reads every
+        card as `read_cards(known)` does; the result carries the mark to pass next time.
         """
-        with self._open(create=False) as project:
-            if project is None:
+        from cas._cardfiles import CardChanges
+
+        with self._opened(create=False) as room:
+            if room is None:
                 return CardChanges.scanned((), None)
-            return project.cards.changes(since, known)
+            return room.cards.changes(since, known)
 
     def update_index_status(
         self, experiment_id: str, decide: Callable[[ExperimentCardV1], IndexStatus | None]
     ) -> ExperimentCardV1:
-        """Read a card under the commit lock and replace its index status with `decide(card)`.
+        """Replace a card's index status with `decide(card)`, deciding on the current card.
 
-        `decide` sees the card as it is now (a concurrent re-record cannot slip in between) and
-        returns None to leave it unchanged. This is the indexer's only write to cards.
+        `decide` sees the card as it is now and returns None to leave it unchanged: under the
+        local commit lock no re-record slips in between; on a bucket a write that lost its
+        condition reads and decides again. This is the indexer's only write to cards.
 
         Raises:
             ExperimentNotFound: there is no such card.
             CardInvalid: the stored card is invalid.
-            StoreIOError: the card could not be written.
+            BackendUnsupported: the bucket's service has no working conditional replace.
+            StoreIOError: the card could not be written, or kept changing (retryable).
         """
-        exp_id = parse_experiment_id(experiment_id)
-        self._check_writable()
-        with self._open(create=False) as opened:
-            project = recorded(opened)
-            with project.locked():
-                card = project.cards.read(exp_id)
-                status = decide(card)
-                if status is None or status == card.index:
-                    return card
-                from cards.build import with_index
+        from cards.build import with_index
+        from cas._results import check_writable
 
-                updated = with_index(card, status)
-                with project.staging() as tmp_fd:
-                    project.cards.write(updated, tmp_fd)
-                return updated
+        exp_id = parse_experiment_id(experiment_id)
+        check_writable(self.read_only)
+        with self._opened(create=False) as opened:
+            room = recorded(opened)
+
+            def attempt() -> ExperimentCardV1 | None:
+                with room.locked():
+                    card, version = room.cards.read_versioned(exp_id)
+                    status = decide(card)
+                    if status is None or status == card.index:
+                        return card
+                    updated = with_index(card, status)
+                    return updated if room.write_card(updated, version) else None
+
+            return retried(attempt)
 
     def set_index_status(self, experiment_id: str, status: IndexStatus) -> ExperimentCardV1:
-        """Atomically replace a card's index status (see `update_index_status`)."""
+        """Replace a card's index status (see `update_index_status`)."""
         return self.update_index_status(experiment_id, lambda card: status)
 
     def has_object(self, artifact_id: str) -> bool:
-        """Whether a regular file holds the object's name (a stat, not a verification)."""
-        with self._open(create=False) as project:
-            if project is None:
-                return False
-            st = project.objects.lstat(parse_artifact_id(artifact_id))
-            return st is not None and stat.S_ISREG(st.st_mode)
+        """Whether the object's name is stored (a stat, not a verification)."""
+        aid = parse_artifact_id(artifact_id)
+        with self._opened(create=False) as room:
+            return room is not None and self._has_object(room, aid)
 
     def usage(self) -> Usage:
         """Committed objects, their bytes, and cards of this project."""
-        with self._open(create=False) as project:
-            if project is None:
+        from cas._results import Usage
+
+        with self._opened(create=False) as room:
+            if room is None:
                 return Usage(objects=0, bytes=0, cards=0)
-            objects, total = project.objects.usage()
-            return Usage(objects=objects, bytes=total, cards=project.cards.count())
-
-    # -- internals --------------------------------------------------------------------------
-
-    def _open(self, *, create: bool) -> contextlib.AbstractContextManager[Project | None]:
-        return open_project(self.artifact_root, self.layout, create=create)
-
-    def _check_writable(self) -> None:
-        if self.read_only:
-            raise StoreIOError("this store is open read-only; record through artmem or a kernel")
+            objects, total = self._stored(room)
+            return Usage(objects=objects, bytes=total, cards=room.cards.count())
 
 
-class _UnrecordedProofs(ObjectStore):
-    """A read-only store's objects: a proof stays in the process's cache, never on disk."""
+def recorded(room: Room | None) -> Room:
+    """`room`, which must exist to hold the experiment asked for.
 
-    def write_record(self, artifact_id: ArtifactId, data: bytes) -> bool:
-        """Write nothing (the record only spares a later rehash)."""
-        return False
+    Raises:
+        ExperimentNotFound: the project has recorded nothing yet.
+    """
+    if room is None:
+        raise ExperimentNotFound("this project has recorded nothing yet")
+    return room
 
 
-def _check_version(value: str | None) -> None:
-    if value is None:
-        return
-    if not value or len(value) > 200 or not value.isprintable():
-        raise InvalidInput("current_source_version must be 1-200 printable characters")
+def retried(attempt: Callable[[], T | None]) -> T:
+    """Run `attempt` until it returns a value (None: a conditional write lost; read again).
+
+    Raises:
+        StoreIOError: (retryable) the card kept changing under other writers.
+    """
+    for _ in range(MAX_ATTEMPTS):
+        result = attempt()
+        if result is not None:
+            return result
+    raise StoreIOError(
+        f"the card changed under other writers {MAX_ATTEMPTS} times in a row; try again"
+    )

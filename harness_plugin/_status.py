@@ -37,7 +37,7 @@ def status_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]
             }
         )
     limits = config.effective_limits
-    return {
+    view: dict[str, object] = {
         "integrity": str(config.integrity),
         # The backend only: tools return this view too, and a bucket's name is the operator's.
         "storage": config.storage.backend,
@@ -49,6 +49,31 @@ def status_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]
         },
         "projects": projects,
     }
+    probe = getattr(store, "capabilities", None) if config.projects else None
+    if probe is not None:  # a bucket: what its service does (probed once, then remembered)
+        view["bucket_capabilities"] = probe().view()
+    return view
+
+
+def _capability_line(caps: Mapping[str, object]) -> str:
+    def said(name: str, yes: str, no: str) -> str:
+        return yes if caps[name] else no
+
+    replace = (
+        f"conditional replace ({caps['etag_form']} ETag)"
+        if caps["replace_if_version"]
+        else "NO conditional replace (card updates refused)"
+    )
+    return ", ".join(
+        (
+            "bucket: " + said("create_if_absent", "conditional create", "NO conditional create"),
+            said(
+                "complete_if_absent", "conditional completion", "unconditional completion (claimed)"
+            ),
+            replace,
+            said("checksums_enforced", "checksums enforced", "checksums not enforced"),
+        )
+    )
 
 
 _SEARCH_LINES = {
@@ -124,6 +149,9 @@ def status_lines(
     projects = view["projects"]
     assert isinstance(honcho, dict) and isinstance(projects, list)
     lines = [f"integrity {view['integrity']}, storage {view['storage']}"]
+    caps = view.get("bucket_capabilities")
+    if isinstance(caps, dict):
+        lines.append(_capability_line(caps))
     if honcho["enabled"]:
         outbox = honcho["outbox"]
         assert isinstance(outbox, dict)

@@ -359,8 +359,11 @@ class Config(Section, frozen=True):
         best = max(matches, key=lambda p: len(_parts(_real(p.root))))
         return ProjectId(best.id)
 
-    def store(self, project_id: str) -> Store:
+    def store(self, project_id: str, *, read_only: bool = False) -> Store:
         """The store of one configured project, on the configured backend.
+
+        A `read_only` store (the notebook API) records nothing and writes no card; a bucket
+        store still fills its verified local cache when it resolves.
 
         A bucket store loads its SDK only when it first talks to the bucket.
         """
@@ -385,6 +388,7 @@ class Config(Section, frozen=True):
                 integrity=self.integrity,
                 require_owner=self.ingest.require_owner,
                 initial_index_state=initial,
+                read_only=read_only,
             )
         from cas import ProjectStore  # the store's rooms load with the first store
 
@@ -395,6 +399,7 @@ class Config(Section, frozen=True):
             integrity=self.integrity,
             require_owner=self.ingest.require_owner,
             initial_index_state=initial,
+            read_only=read_only,
         )
 
 

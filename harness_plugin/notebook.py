@@ -1,7 +1,8 @@
 """Prior results in a notebook on the host: search, list, resolve, show and slice, read-only.
 
-A scientist in Jupyter (outside an RLM kernel) opens the project's local store through the
-configuration file the `artmem` CLI uses, and gets tables back as `pyarrow.Table`s:
+A scientist in Jupyter (outside an RLM kernel) opens the project's store (a local directory or
+a bucket) through the configuration file the `artmem` CLI uses, and gets tables back as
+`pyarrow.Table`s:
 
     >>> from harness_plugin.notebook import open_store
     >>> store = open_store()  # $ARTMEM_CONFIG; the project of the working directory
@@ -23,7 +24,9 @@ polars DataFrame where that library is installed; neither is needed otherwise.
 Why here: the composition root (DESIGN.md §2) is what knows configuration and projects. Why
 read-only: a notebook is a reader beside the harness; it never creates, writes or locks a file
 (a `read_only` store keeps even its verification proofs in memory), so a session of calls leaves
-the store exactly as it was. The checks are the CLI's: the card's scope, then `resolve` proves
+the store exactly as it was. On a bucket nothing is written to the bucket; `resolve` fills the
+host's verified local cache, as the CLI's does, and `show` and `read_slice` fetch only the
+chunks they read. The checks are the CLI's: the card's scope, then `resolve` proves
 the object's SHA-256 (or trusts a verification record the CLI wrote for its exact file
 identity), and `show` and `read_slice` prove every chunk they read against the manifest the card
 binds, in the bounded child of `cas.slicing`. Search is the local catalog (exact ids and BM25);
@@ -41,7 +44,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from cards import (
-    ConfigError,
     ExperimentCardV1,
     Freshness,
     InvalidInput,
@@ -49,7 +51,7 @@ from cards import (
     UnsupportedMediaType,
     freshness_verdict,
 )
-from cas import LocalCatalog, ProjectStore, Resolved, SearchHit
+from cas import LocalCatalog, Resolved, SearchHit, Store
 from harness_plugin import _shortids
 from harness_plugin.config import Config, load_config
 
@@ -96,31 +98,18 @@ def open_store(
         cwd: the directory that names the project; by default the working directory.
 
     Raises:
-        ConfigError: no configuration was named, or it is unreadable or invalid, or its
-            projects live in a bucket (`[storage] backend = "s3"`).
+        ConfigError: no configuration was named, or it is unreadable or invalid.
         UnknownProject: `project` is not configured, or no project root holds `cwd`.
     """
     loaded = load_config(config)
     project_id = loaded.project_for(cwd or os.getcwd(), project)
-    if loaded.storage.backend != "local":
-        raise ConfigError(
-            "the notebook API reads a local store; with [storage] backend = "
-            f'"{loaded.storage.backend}", resolve results with `artmem resolve` or rlm_client'
-        )
-    store = ProjectStore(
-        loaded.artifact_root,
-        project_id,
-        limits=loaded.effective_limits,
-        integrity=loaded.integrity,
-        read_only=True,
-    )
-    return NotebookStore(loaded, store)
+    return NotebookStore(loaded, loaded.store(project_id, read_only=True))
 
 
 class NotebookStore:
     """One project's results, read-only; experiment ids may be unique prefixes (`exp_k3l9qz2a`)."""
 
-    def __init__(self, config: Config, store: ProjectStore) -> None:
+    def __init__(self, config: Config, store: Store) -> None:
         """Use `open_store`; `store` should be `read_only`."""
         self._store = store
         self._state_root = config.state_root

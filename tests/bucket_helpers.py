@@ -14,12 +14,14 @@ import json
 import os
 import secrets
 import socket
+import subprocess
 import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,6 +46,7 @@ class ServedBytes:
 
     def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
         self._app = app
+        self._conditional = threading.Lock()
         self._lock = threading.Lock()
         self.sent: Counter[str] = Counter()
 
@@ -73,6 +76,56 @@ class ServedBytes:
 
 SERVED: ServedBytes | None = None  # set once the session's server runs
 
+QUIRKY = "artmem-quirky-"  # buckets named so behave as a real service did (`Quirks`)
+BLIND = "artmem-blind-"  # buckets named so ignore `If-Match` on PUT altogether
+CARELESS = "artmem-careless-"  # buckets named so ignore `If-None-Match` on PUT too
+_REFUSED = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code>'
+    b"<Message>At least one of the pre-conditions you specified did not hold</Message>"
+    b"<Condition>If-Match</Condition></Error>"
+)
+
+
+class Quirks:
+    """A WSGI wrapper giving buckets named `artmem-quirky-*` a real service's S3 behaviours.
+
+    As a Ceph RGW 16.2 did: a `PUT` whose `If-Match` holds a quoted ETag (as HEAD, GET and LIST
+    return it) is refused with 412 even when it matches (unquoted, it works); completing a
+    multipart upload ignores `If-None-Match: *` and replaces an existing key. Declared checksums
+    are ignored (stored unverified): moto does that for every bucket already. For every bucket,
+    conditional requests are serialised, as a real service makes them atomic. Buckets named
+    `artmem-blind-*` ignore `If-Match` on `PUT` altogether (no conditional replace at all);
+    buckets named `artmem-careless-*` ignore `If-None-Match` on `PUT` as well (no conditional
+    create either).
+    """
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self._app = app
+        self._conditional = threading.Lock()
+
+    def __call__(self, environ: dict[str, object], start_response: Callable[..., object]):  # type: ignore[no-untyped-def]
+        path = str(environ.get("PATH_INFO", "")).lstrip("/")
+        if path.startswith((BLIND, CARELESS)) and environ.get("REQUEST_METHOD") == "PUT":
+            environ.pop("HTTP_IF_MATCH", None)
+            if path.startswith(CARELESS):
+                environ.pop("HTTP_IF_NONE_MATCH", None)
+        if path.startswith(QUIRKY):
+            method = environ.get("REQUEST_METHOD")
+            if method == "PUT" and str(environ.get("HTTP_IF_MATCH", "")).startswith('"'):
+                length = int(str(environ.get("CONTENT_LENGTH") or 0))
+                environ["wsgi.input"].read(length)  # type: ignore[attr-defined]
+                start_response("412 Precondition Failed", [("Content-Type", "application/xml")])
+                return [_REFUSED]
+            if method == "POST" and "uploadId=" in str(environ.get("QUERY_STRING", "")):
+                environ.pop("HTTP_IF_NONE_MATCH", None)
+        conditional = "HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ
+        if conditional and environ.get("REQUEST_METHOD") in ("PUT", "POST"):
+            # moto checks a condition, then writes, unlocked: two racing requests can both
+            # pass. A real service's conditional write is atomic; so is this one's.
+            with self._conditional:
+                return list(self._app(environ, start_response))
+        return self._app(environ, start_response)
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -94,7 +147,7 @@ def s3_endpoint() -> Iterator[str]:
     global SERVED
     wsgi = server._server  # werkzeug's server reads `.app` per request
     assert wsgi is not None
-    SERVED = ServedBytes(wsgi.app)
+    SERVED = ServedBytes(Quirks(wsgi.app))
     wsgi.app = SERVED
     try:
         yield f"http://127.0.0.1:{port}"
@@ -117,6 +170,14 @@ def raw_client(endpoint: str):  # type: ignore[no-untyped-def]
 def bucket(s3_endpoint: str) -> str:
     """A fresh, empty bucket."""
     name = f"artmem-test-{secrets.token_hex(6)}"
+    raw_client(s3_endpoint).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def quirky_bucket(s3_endpoint: str) -> str:
+    """A fresh, empty bucket with a real service's quirks (`Quirks`)."""
+    name = f"{QUIRKY}{secrets.token_hex(6)}"
     raw_client(s3_endpoint).create_bucket(Bucket=name)
     return name
 
@@ -161,6 +222,35 @@ def keys_below(endpoint: str, bucket: str, prefix: str = "") -> dict[str, int]:
 def open_uploads(endpoint: str, bucket: str) -> list[str]:
     reply = raw_client(endpoint).list_multipart_uploads(Bucket=bucket)
     return [upload["Key"] for upload in reply.get("Uploads", ())]
+
+
+def spawn_host(ws: Any, host: Host, name: str, *, ticks: bool = False) -> subprocess.Popen[str]:
+    """Another host (a process running this file) recording `name` from `ws`'s exports."""
+    from conftest import PROJECT, SESSION, metadata_fields
+
+    settings = host.settings()
+    job = {
+        "settings": {
+            "bucket": settings.bucket,
+            "cache_root": settings.cache_root,
+            "prefix": settings.prefix,
+            "endpoint_url": settings.endpoint_url,
+            "region": settings.region,
+        },
+        "project": PROJECT,
+        "rlm_root": str(ws.rlm_root),
+        "session": SESSION,
+        "name": name,
+        "metadata": metadata_fields(),
+        "ticks": ticks,
+    }
+    path = host.state_root.parent / f"job-{host.state_root.name}.json"
+    path.write_text(json.dumps(job))
+    worker = Path(__file__)
+    return subprocess.Popen(
+        [sys.executable, str(worker), str(path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=worker.parent.parent,
+    )  # fmt: skip
 
 
 def _main(job_path: str) -> int:

@@ -32,7 +32,8 @@ ALLOWED = {
 RLM_CLIENT_CAS_MODULES = {"cas.slicing"}
 # Modules that must never load in a kernel (checked through sys.modules, not only imports).
 KERNEL_FORBIDDEN = re.compile(
-    r"(cas\._(store|objects|cardfiles|ingest|project|hashing|verify|fsck|catalog)"
+    r"(cas\._(store|local_store|backend|local_backend|bucket|objects|cardfiles|ingest|project"
+    r"|hashing|verify|fsck|catalog)"
     r"|indexer|harness_plugin|honcho|httpx|boto3|botocore|s3transfer|tantivy)(\..*)?"
 )
 API_PACKAGES = (*PACKAGES, "cas.slicing")
@@ -199,3 +200,39 @@ def test_dunder_all_lists_exactly_the_public_names(package):
     }
     assert sorted(exported) == sorted(public)
     assert len(set(exported)) == len(exported)
+
+
+SEAM = ("stat", "read", "list", "create", "replace", "delete")
+
+
+def test_the_storage_seam_is_six_operations_both_backends_implement():
+    import inspect
+
+    from cas._backend import Backend
+    from cas._bucket._backend import BucketBackend
+    from cas._local_backend import LocalBackend
+
+    declared = {name for name in vars(Backend) if not name.startswith("_")}
+    assert declared == set(SEAM)
+    for implementation in (LocalBackend, BucketBackend):
+        for name in SEAM:
+            want = inspect.signature(getattr(Backend, name))
+            assert inspect.signature(getattr(implementation, name)) == want, (implementation, name)
+
+
+def test_the_seam_and_the_local_store_never_import_the_bucket():
+    seam = _imports(ROOT / "cas" / "_backend.py")
+    assert not {name for name in seam if name.startswith(("cas._local", "cas._bucket"))}
+    assert not {name.split(".")[0] for name in seam} & IO_MODULES
+    for path in _modules("cas"):
+        if "_bucket" in path.parts or path.name == "__init__.py":
+            continue  # `cas/__init__` names the bucket store lazily, for the host
+        bucket = {name for name in _imports(path) if name.startswith("cas._bucket")}
+        assert not bucket, f"{path.name} imports {bucket}"
+
+
+def test_only_the_bucket_client_imports_the_s3_sdk():
+    for path in _modules("cas"):
+        sdk = {name for name in _imports(path) if name.split(".")[0] in ("boto3", "botocore")}
+        if path.name != "_client.py":
+            assert not sdk, f"{path} imports {sdk}"

@@ -12,7 +12,8 @@ import pytest
 from bucket_helpers import ACCESS_KEY, SECRET_KEY, bucket, free_port, s3_endpoint
 from host_helpers import export, write_config
 
-from cards import ConfigError
+from cards import ConfigError, IndexState, IndexStatus
+from cards.errors import StoreIOError
 from cas import BucketStore, ProjectStore
 from harness_plugin.config import load_config
 
@@ -89,18 +90,23 @@ def _storage(endpoint: str, bucket_name: str) -> str:
     )
 
 
-def test_cli_records_searches_and_resolves_through_a_bucket(
-    tmp_path: Path, s3_endpoint: str, bucket: str
-):
-    config, project = write_config(tmp_path, _storage(s3_endpoint, bucket))
-    export(tmp_path, "r.csv", b"a,b\n1,2\n")
+def _record_csv(tmp_path: Path, config: Path, project: Path, data: bytes, title: str) -> str:
+    """`artmem record` of `r.csv` holding `data`; its experiment id."""
+    export(tmp_path, "r.csv", data)
     recorded = _artmem(
-        config, project, "record", "--json", "--session", "s1", "--title", "Result table",
+        config, project, "record", "--json", "--session", "s1", "--title", title,
         "--summary", "A table.", "--query-fingerprint", "0" * 64, "--source", "warehouse",
         "--source-version", "v1", "r.csv",
     )  # fmt: skip
     assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    exp = json.loads(recorded.stdout)["experiment_id"]
+    return str(json.loads(recorded.stdout)["experiment_id"])
+
+
+def test_cli_records_searches_and_resolves_through_a_bucket(
+    tmp_path: Path, s3_endpoint: str, bucket: str
+):
+    config, project = write_config(tmp_path, _storage(s3_endpoint, bucket))
+    exp = _record_csv(tmp_path, config, project, b"a,b\n1,2\n", "Result table")
     found = _artmem(config, project, "search", "--json", "Result")
     assert exp in found.stdout
     resolved = _artmem(config, project, "resolve", "--json", exp)
@@ -108,6 +114,13 @@ def test_cli_records_searches_and_resolves_through_a_bucket(
     path = json.loads(resolved.stdout)["path"]
     assert path.startswith(str(tmp_path / "state" / "bucket-cache"))
     assert Path(path).read_bytes() == b"a,b\n1,2\n"
+    status = _artmem(config, project, "status", "--json")
+    caps = json.loads(status.stdout)["bucket_capabilities"]
+    assert caps["create_if_absent"] and caps["replace_if_version"]
+    assert caps["etag_form"] == "quoted" and caps["checksums_enforced"] is False
+    human = _artmem(config, project, "status").stdout
+    assert "bucket: conditional create, conditional completion" in human
+    assert "checksums not enforced" in human
 
 
 @pytest.mark.parametrize("failure", ["no-such-bucket", "unreachable"])
@@ -126,3 +139,26 @@ def test_credentials_never_appear_in_any_output(tmp_path: Path, s3_endpoint: str
     for output in outputs:
         assert SECRET_KEY not in output and ACCESS_KEY not in output
     assert any("cas.io" in output for output in outputs), outputs
+
+
+def test_the_notebook_api_reads_a_bucket_store_and_writes_nothing_to_it(
+    tmp_path: Path, s3_endpoint: str, bucket: str
+):
+    from bucket_helpers import keys_below
+
+    from harness_plugin.notebook import open_store
+
+    config, project = write_config(tmp_path, _storage(s3_endpoint, bucket))
+    exp = _record_csv(tmp_path, config, project, b"k,v\n1,a\n2,b\n3,c\n", "Cohort table")
+    before = keys_below(s3_endpoint, bucket)
+    store = open_store(config=str(config), cwd=str(project))
+    assert [hit.card.experiment_id for hit in store.search("cohort")] == [exp]
+    shown = store.show(exp)
+    assert shown.available_locally and shown.table is not None
+    assert [field.name for field in shown.table.fields] == ["k", "v"]
+    table = store.read_slice(exp, columns=["v"], where="k > 1")
+    assert table.column("v").to_pylist() == ["b", "c"]
+    assert Path(store.resolve(exp).path).read_bytes() == b"k,v\n1,a\n2,b\n3,c\n"
+    assert keys_below(s3_endpoint, bucket) == before  # nothing written to the bucket
+    with pytest.raises(StoreIOError, match="read-only"):
+        store._store.set_index_status(exp, IndexStatus(state=IndexState.PENDING))

@@ -10,52 +10,24 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from bucket_helpers import Host, bucket, keys_below, open_uploads, raw_client, s3_endpoint
-from conftest import PROJECT, SESSION, Workspace, metadata_fields
+from bucket_helpers import (
+    Host,
+    bucket,
+    keys_below,
+    open_uploads,
+    quirky_bucket,
+    raw_client,
+    s3_endpoint,
+    spawn_host,
+)
+from conftest import PROJECT, Workspace
 
 from cards import artifact_id_for_digest
 from cas import fsck
 
-__all__ = ["bucket", "s3_endpoint"]  # fixtures, imported for pytest
-
-WORKER = Path(__file__).with_name("bucket_helpers.py")
-
-
-def _job(ws: Workspace, host: Host, name: str, *, ticks: bool = False) -> Path:
-    settings = host.settings()
-    job = {
-        "settings": {
-            "bucket": settings.bucket,
-            "cache_root": settings.cache_root,
-            "prefix": settings.prefix,
-            "endpoint_url": settings.endpoint_url,
-            "region": settings.region,
-        },
-        "project": PROJECT,
-        "rlm_root": str(ws.rlm_root),
-        "session": SESSION,
-        "name": name,
-        "metadata": metadata_fields(),
-        "ticks": ticks,
-    }
-    path = host.state_root.parent / f"job-{host.state_root.name}.json"
-    path.write_text(json.dumps(job))
-    return path
-
-
-def _spawn(job: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), str(job)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=WORKER.parent.parent,
-    )
+__all__ = ["bucket", "quirky_bucket", "s3_endpoint"]  # fixtures, imported for pytest
 
 
 def _objects(endpoint: str, bucket_name: str, root: str) -> dict[str, int]:
@@ -67,11 +39,19 @@ def _objects(endpoint: str, bucket_name: str, root: str) -> dict[str, int]:
 
 
 @pytest.mark.slow
-def test_eight_hosts_recording_the_same_file_converge(ws: Workspace, s3_endpoint: str, bucket: str):
-    data = os.urandom(10 * 1024 * 1024 + 7)  # multipart: the copy-and-complete path
+@pytest.mark.parametrize("service", ["moto", "quirky"])
+def test_eight_hosts_recording_the_same_file_converge(
+    ws: Workspace, s3_endpoint: str, service: str, request: pytest.FixtureRequest
+):
+    """One object, one card, and exactly one host that reports storing the bytes.
+
+    On the quirky double multipart completion ignores `If-None-Match`: the claim decides.
+    """
+    bucket = request.getfixturevalue("bucket" if service == "moto" else "quirky_bucket")
+    data = os.urandom(10 * 1024 * 1024 + 7)  # multipart: completion decides who stored it
     ws.export("same.bin", data)
     hosts = [Host(s3_endpoint, bucket, ws.root / f"host{i}") for i in range(8)]
-    procs = [_spawn(_job(ws, host, "same.bin")) for host in hosts]
+    procs = [spawn_host(ws, host, "same.bin") for host in hosts]
     outcomes = []
     for proc in procs:
         out, err = proc.communicate(timeout=300)
@@ -79,6 +59,7 @@ def test_eight_hosts_recording_the_same_file_converge(ws: Workspace, s3_endpoint
         outcomes.append(json.loads(out.strip().splitlines()[-1]))
     artifact_id = artifact_id_for_digest(hashlib.sha256(data).digest())
     assert {o["artifact_id"] for o in outcomes} == {artifact_id}
+    assert sorted(o["deduplicated"] for o in outcomes) == [False] + [True] * 7
     store = hosts[0].store(PROJECT)
     root = store.keys.root
     assert list(_objects(s3_endpoint, bucket, root)) == [store.keys.object(artifact_id)]
@@ -96,7 +77,7 @@ def test_kill_during_upload_leaves_no_visible_invalid_object(
     data = os.urandom(40 * 1024 * 1024)  # ten 4 MiB chunks, five parts
     ws.export("big.bin", data)
     host = Host(s3_endpoint, bucket, ws.root / "victim")
-    proc = _spawn(_job(ws, host, "big.bin", ticks=True))
+    proc = spawn_host(ws, host, "big.bin", ticks=True)
     assert proc.stdout is not None
     # Ticks: ten 4 MiB chunks hashed, then five 8 MiB parts sent; a kill lands in either pass.
     kill_after = random.Random(seed).randrange(1, 16)

@@ -124,6 +124,10 @@ def test_chunks_that_collide_with_the_first_pass_are_still_refused(
     from cas._bucket import _hasher, _publish
     from cas._bucket._client import BucketClient
 
+    store = Host(s3_endpoint, bucket, ws.root / "state").store(
+        PROJECT, settings={"part_checksums": checksums}
+    )
+    store.capabilities()  # the probe sends a wrong checksum on purpose: before the spy
     declared: list[bytes | None] = []
     for name in ("put", "upload_part"):
         send = getattr(BucketClient, name)
@@ -140,9 +144,6 @@ def test_chunks_that_collide_with_the_first_pass_are_still_refused(
     monkeypatch.setattr(_hasher, "xxhash", collide)  # or by parts (`hash_for_upload`)
     monkeypatch.setattr(_publish, "xxhash", collide)
     path = ws.export("a.bin", os.urandom(size))
-    store = Host(s3_endpoint, bucket, ws.root / "state").store(
-        PROJECT, settings={"part_checksums": checksums}
-    )
     # The change comes after the first pass and its unchanged-check (which now sees any write
     # by its ctime): at the HEAD the store sends before publishing.
     flip = ChangeAfterHashing(path, 10)

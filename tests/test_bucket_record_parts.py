@@ -25,7 +25,7 @@ from cards.errors import SourceChanged
 from cas._bucket import _client, _hasher
 from cas._bucket._client import ChecksumMismatch
 from cas._bucket._hasher import PartDigests, hash_for_upload
-from cas._bucket._publish import publish
+from cas._bucket._publish import Publisher
 from cas._hashing import hash_fd
 
 __all__ = ["bucket", "s3_endpoint"]  # fixtures, imported for pytest
@@ -80,6 +80,11 @@ class Ticks:
         self.done += done
 
 
+def _publisher(store) -> Publisher:  # type: ignore[no-untyped-def]
+    made = store.publisher()
+    return Publisher(made.client, made.keys, made.caps, made.proofs, part_bytes=PART, in_flight=2)
+
+
 @pytest.mark.parametrize(
     "size", [0, MIB, PART, 20 * MIB + 3], ids=["empty", "one-put", "one-part", "multipart"]
 )
@@ -94,13 +99,8 @@ def test_parts_proven_by_their_sha256_are_published(
     ticks = Ticks()
     fd = os.open(path, os.O_RDONLY)
     try:
-        present = publish(
-            store.client, store.keys, artifact_id, digests, fd, part_bytes=PART, in_flight=2,
-            progress=ticks,  # type: ignore[arg-type]
-        )  # fmt: skip
-        again = publish(
-            store.client, store.keys, artifact_id, digests, fd, part_bytes=PART, in_flight=2
-        )
+        present, _ = _publisher(store).publish(artifact_id, digests, fd, ticks)  # type: ignore[arg-type]
+        again, _ = _publisher(store).publish(artifact_id, digests, fd)
     finally:
         os.close(fd)
     assert not present and again and ticks.done == size
@@ -137,10 +137,7 @@ def test_a_part_changed_after_the_first_pass_is_refused_even_if_xxh3_collides(
     fd = os.open(path, os.O_RDONLY)
     try:
         with pytest.raises(SourceChanged):
-            publish(
-                store.client, store.keys, artifact_id_for_digest(digests.sha256), digests, fd,
-                part_bytes=PART, in_flight=2,
-            )  # fmt: skip
+            _publisher(store).publish(artifact_id_for_digest(digests.sha256), digests, fd)
     finally:
         os.close(fd)
     visible = keys_below(s3_endpoint, bucket, store.keys.objects)

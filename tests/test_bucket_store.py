@@ -1,4 +1,6 @@
-"""The same store behaviours against both backends: a local directory and an S3 bucket (moto).
+"""The same store behaviours against every backend: a local directory, an S3 bucket (moto), and a
+bucket with a real service's quirks (`bucket_helpers.Quirks`: a quoted ETag refused in
+`If-Match`, multipart completion ignoring `If-None-Match`, checksums ignored).
 
 "Another host" of a bucket store is a store with its own state root (its own cache) over the
 same bucket.
@@ -12,14 +14,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from bucket_helpers import Host, bucket, keys_below, open_uploads, raw_client, s3_endpoint
+from bucket_helpers import (
+    Host,
+    bucket,
+    keys_below,
+    open_uploads,
+    quirky_bucket,
+    raw_client,
+    s3_endpoint,
+)
 from conftest import PROJECT, SESSION, Workspace, fingerprint, make_metadata
 
 from cards import IndexState, IndexStatus, InvalidId
 from cards.errors import ExperimentNotFound, IntegrityError, QuotaExceeded
 from cas import Provenance, Store, VerificationCache, fsck
 
-__all__ = ["bucket", "s3_endpoint"]  # fixtures, imported for pytest
+__all__ = ["bucket", "quirky_bucket", "s3_endpoint"]  # fixtures, imported for pytest
 
 
 @dataclass
@@ -49,7 +59,7 @@ class Backend:
         )
 
     def corrupt(self, store: Store, artifact_id: str, size: int) -> None:
-        """Replace the stored object's bytes by others of the same size."""
+        """Replace the stored object's bytes by others of the same size, keeping its label."""
         other = bytes(size)
         if self.host is None:
             path = Path(store.local_path(store.layout.object_path(artifact_id)))  # type: ignore[arg-type]
@@ -57,16 +67,18 @@ class Backend:
             path.write_bytes(other)
             return
         key = store.keys.object(artifact_id)  # type: ignore[attr-defined]
-        raw_client(self.host.endpoint).put_object(Bucket=self.host.bucket, Key=key, Body=other)
+        s3 = raw_client(self.host.endpoint)
+        label = s3.head_object(Bucket=self.host.bucket, Key=key)["Metadata"]
+        s3.put_object(Bucket=self.host.bucket, Key=key, Body=other, Metadata=label)
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "s3-quirky"])
 def backend(request: pytest.FixtureRequest, ws: Workspace) -> Backend:
     if request.param == "local":
         return Backend("local", ws, None)
     endpoint = request.getfixturevalue("s3_endpoint")
-    name = request.getfixturevalue("bucket")
-    return Backend("s3", ws, Host(endpoint, name, ws.root / "state"))
+    name = request.getfixturevalue("bucket" if request.param == "s3" else "quirky_bucket")
+    return Backend(request.param, ws, Host(endpoint, name, ws.root / "state"))
 
 
 def test_record_then_resolve_on_another_host(backend: Backend):
@@ -278,3 +290,27 @@ def test_fsck_finds_and_quarantines_a_corrupt_object(backend: Backend):
     healed = backend.record(backend.store(), "a.bin")
     assert healed.card.artifact.artifact_id == recorded.card.artifact.artifact_id
     assert fsck(store).ok
+
+
+def test_dedup_heals_a_corrupt_object_that_kept_its_label(backend: Backend):
+    store = backend.store()
+    data = os.urandom(30_000)
+    recorded = backend.record(store, "a.bin", data)
+    backend.corrupt(store, recorded.card.artifact.artifact_id, len(data))
+    again = backend.record(backend.store(), "a.bin", query_fingerprint=fingerprint("again"))
+    assert not again.deduplicated
+    assert any("healed" in warning for warning in again.warnings)
+    fresh = backend.other_host(cache=VerificationCache())
+    assert Path(fresh.resolve(recorded.card.experiment_id).path).read_bytes() == data
+    assert fsck(store).ok
+
+
+def test_card_update_on_a_second_host(backend: Backend):
+    store = backend.store()
+    recorded = backend.record(store, "a.bin", b"abc" * 100)
+    other = backend.other_host()
+    retitled = backend.record(other, "a.bin", title="Retitled elsewhere")
+    assert retitled.card_updated and retitled.deduplicated
+    assert store.load_card(recorded.card.experiment_id).title == "Retitled elsewhere"
+    status = IndexStatus(state=IndexState.PENDING)
+    assert store.set_index_status(recorded.card.experiment_id, status).index == status

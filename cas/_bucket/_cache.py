@@ -150,7 +150,7 @@ def download(
 
 def _fetch(client: BucketClient, key: str, span: tuple[int, int], etag: str) -> bytes:
     try:
-        data = client.get_range(key, span[0], span[1], etag)
+        data, _ = client.get_range(key, span[0], span[1], etag)
     except Conflict as exc:
         raise IntegrityError("the bucket's artifact changed while it was downloaded") from exc
     if len(data) != span[1] - span[0]:

@@ -1,54 +1,59 @@
-"""Card objects of one bucket project: `cards/<experiment_id>.json`, under conditional writes.
+"""Card objects of one bucket project: `cards/<experiment_id>.json`, through the storage seam.
 
-A new card is created with `If-None-Match: *`; an update replaces exactly the version read
-(`If-Match` on its ETag). A lost condition is never an overwrite: the caller re-reads and
-decides again. A card is used only if it parses, has a supported schema version, and names
-this project and the experiment id of its key, as on disk.
+A new card is created only if absent (`Backend.create`); an update replaces exactly the
+version read (`Backend.replace`: `If-Match` on its ETag, in the form the service accepts). A
+lost condition is never an overwrite: the store re-reads and decides again (`retried`). A
+service without a working conditional replace has its card updates refused
+(`BackendUnsupported`), never retried as if another writer had won.
+
+A card is used only if it parses, has a supported schema version, and names this project and
+the experiment id of its key, as on disk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from cards import ExperimentCardV1, ExperimentId, dump_card, parse_card, parse_experiment_id
-from cards.errors import CardInvalid, ExperimentNotFound, InvalidInput, StoreIOError
-from cas._bucket._client import BucketClient, Conflict, Head
-from cas._bucket._keys import BucketKeys
-from cas._cardfiles import MAX_CARD_BYTES, CardRead, CardStamp
-from cas._layout import CARD_SUFFIX
+from cards.errors import CardInvalid, ExperimentNotFound, InvalidInput, ObjectMissing
+from cas._backend import Backend, Entry
+from cas._cardfiles import MAX_CARD_BYTES, CardChanges, CardRead, CardStamp
+from cas._layout import CARD_SUFFIX, CARDS, ProjectLayout
 
-MAX_ATTEMPTS = 8  # conditional writes lost in a row before a retryable error
+if TYPE_CHECKING:
+    from cas._card_log import LogMark
 
-T = TypeVar("T")
+_PREFIX = f"{CARDS}/"
 
 
 class BucketCards:
-    """The cards of one project in a bucket."""
+    """The cards of one project in a bucket (`backend` holds the project's keys)."""
 
-    def __init__(self, client: BucketClient, keys: BucketKeys) -> None:
-        self._client = client
-        self._keys = keys
+    def __init__(self, backend: Backend, layout: ProjectLayout) -> None:
+        self._backend = backend
+        self._layout = layout
 
-    def read(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1, str]:
-        """One card and its ETag.
+    def read(self, exp_id: ExperimentId) -> ExperimentCardV1:
+        """One card (see `read_versioned`)."""
+        return self.read_versioned(exp_id)[0]
+
+    def read_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1, str]:
+        """One card and its ETag (one ranged GET, bounded).
 
         Raises:
             ExperimentNotFound: there is no such card.
             CardInvalid: the card is malformed, unsupported, or belongs elsewhere.
         """
         try:
-            got = self._client.get(self._keys.card(exp_id), MAX_CARD_BYTES)
-        except StoreIOError as exc:
-            if "larger" in exc.message:
-                raise CardInvalid("the card file is larger than a card may be") from exc
-            raise
-        if got is None:
-            raise ExperimentNotFound("no experiment with that id in this project")
-        raw, etag = got
-        return self._checked(parse_card(raw), exp_id), etag
+            got = self._backend.read(_key(exp_id), 0, MAX_CARD_BYTES + 1)
+        except ObjectMissing as exc:
+            raise ExperimentNotFound("no experiment with that id in this project") from exc
+        if len(got.data) > MAX_CARD_BYTES:
+            raise CardInvalid("the card file is larger than a card may be")
+        return self._checked(parse_card(got.data), exp_id), got.version
 
-    def find(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1 | None, str | None]:
+    def find_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1 | None, str | None]:
         """The usable card at `exp_id` and the ETag of what holds its key.
 
         A corrupt card gives (None, its ETag): replacing exactly that version heals it.
@@ -57,30 +62,40 @@ class BucketCards:
             UnsupportedVersion: a card of a newer schema holds the key (never overwritten).
         """
         try:
-            return self.read(exp_id)
+            return self.read_versioned(exp_id)
         except ExperimentNotFound:
             return None, None
         except CardInvalid as exc:
             if exc.code != CardInvalid.code:
                 raise
-        head = self._client.head(self._keys.card(exp_id))
-        return None, None if head is None else head.etag
+        entry = self._backend.stat(_key(exp_id))
+        return None, None if entry is None else entry.version
+
+    def read_many(self, exp_ids: Sequence[ExperimentId]) -> list[ExperimentCardV1 | None]:
+        """Each card (one GET each); None for an absent or unusable one."""
+        return [self._usable(exp_id) for exp_id in exp_ids]
+
+    def _usable(self, exp_id: ExperimentId) -> ExperimentCardV1 | None:
+        try:
+            return self.read(exp_id)
+        except (ExperimentNotFound, CardInvalid):
+            return None
 
     def write(self, card: ExperimentCardV1, etag: str | None) -> bool:
-        """Create the card (`etag` None) or replace the version `etag`; False if that lost."""
-        key = self._keys.card(card.typed_experiment_id)
-        try:
-            if etag is None:
-                self._client.put(key, dump_card(card), create=True)
-            else:
-                self._client.put(key, dump_card(card), if_match=etag)
-        except Conflict:
-            return False
-        return True
+        """Create the card (`etag` None) or replace the version `etag`; False if that lost.
 
-    def listing(self) -> list[Head]:
+        Raises:
+            BackendUnsupported: the service has no conditional create, or replace.
+            StoreIOError: the bucket failed.
+        """
+        key, body = _key(card.typed_experiment_id), dump_card(card)
+        if etag is None:
+            return self._backend.create(key, body) is not None
+        return self._backend.replace(key, body, etag) is not None
+
+    def listing(self) -> list[Entry]:
         """Every card key (valid or not), in name order."""
-        return [h for h in self._client.listing(self._keys.cards) if h.key.endswith(CARD_SUFFIX)]
+        return [e for e in self._backend.list(_PREFIX) if e.key.endswith(CARD_SUFFIX)]
 
     def count(self) -> int:
         """How many card keys there are (each holds a quota slot)."""
@@ -89,9 +104,9 @@ class BucketCards:
     def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
         """Every card, in name order, stamped (size, ETag); unchanged stamps are not fetched."""
         known = unchanged or {}
-        for head in self.listing():
-            name = head.key.removeprefix(self._keys.cards)
-            stamp: CardStamp = (head.size, head.etag)
+        for entry in self.listing():
+            name = entry.key.removeprefix(_PREFIX)
+            stamp: CardStamp = (entry.size, entry.version)
             if known.get(name) == stamp:
                 yield CardRead(name, stamp, None)
                 continue
@@ -101,30 +116,23 @@ class BucketCards:
                 yield CardRead(name, None, exc)
                 continue
             try:
-                card, etag = self.read(exp_id)
+                card, etag = self.read_versioned(exp_id)
             except ExperimentNotFound:
                 continue  # removed since the listing
             except CardInvalid as exc:
                 yield CardRead(name, stamp, exc)
                 continue
-            yield CardRead(name, (head.size, etag), card)
+            yield CardRead(name, (entry.size, etag), card)
+
+    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
+        """Every card, stamped: a bucket keeps no card log, so one listing says what changed."""
+        return CardChanges.scanned(self.scan(known), None)
 
     def _checked(self, card: ExperimentCardV1, exp_id: ExperimentId) -> ExperimentCardV1:
-        if card.experiment_id != exp_id or card.project_id != self._keys.layout.project_id:
+        if card.experiment_id != exp_id or card.project_id != self._layout.project_id:
             raise CardInvalid("the card does not belong at this place in this project")
         return card
 
 
-def retried(attempt: Callable[[], T | None]) -> T:
-    """Run `attempt` until it returns a value (None: a conditional write lost; read again).
-
-    Raises:
-        StoreIOError: (retryable) the card kept changing under other writers.
-    """
-    for _ in range(MAX_ATTEMPTS):
-        result = attempt()
-        if result is not None:
-            return result
-    raise StoreIOError(
-        f"the card changed under other writers {MAX_ATTEMPTS} times in a row; try again"
-    )
+def _key(exp_id: ExperimentId) -> str:
+    return f"{_PREFIX}{exp_id}{CARD_SUFFIX}"

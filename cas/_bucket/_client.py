@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
@@ -49,6 +50,20 @@ class Conflict(Exception):
 
 class ChecksumMismatch(Exception):
     """A body about to be sent is not the bytes whose SHA-256 it declares (nothing was sent)."""
+
+
+class Unsupported(Exception):
+    """The service refused a request as not implemented (HTTP 501): a capability it lacks."""
+
+
+class DigestRefused(StoreIOError):
+    """The service refused a body as not matching its declared checksum (retryable)."""
+
+
+_DIGEST_CODES = frozenset(
+    {"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch", "XAmzContentSHA256Mismatch"}
+)
+_UNCHECKED = threading.local()  # the capability probe sends one wrong checksum on purpose
 
 
 class Head(msgspec.Struct, frozen=True):
@@ -92,7 +107,7 @@ def _make(settings: BucketSettings, session: Session) -> BaseClient:
 def _check_body(request: AWSPreparedRequest, **_: object) -> None:
     """Refuse to send a body that differs from the SHA-256 it declares (a `before-send` hook)."""
     declared = request.headers.get(_DECLARED)
-    if declared is None:
+    if declared is None or getattr(_UNCHECKED, "on", False):
         return
     digest = _signed_digest(request.headers.get(_SIGNED)) or _body_sha256(request.body)
     if digest != base64.b64decode(declared):
@@ -139,6 +154,10 @@ def _errors(operation: str) -> Iterator[None]:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if status == 412 or code == "PreconditionFailed":
             raise Conflict(operation) from exc
+        if status == 501 or code == "NotImplemented":
+            raise Unsupported(operation) from exc
+        if code in _DIGEST_CODES:
+            raise DigestRefused(f"the bucket refused a body's checksum for {operation}") from exc
         if code == "NoSuchBucket":
             raise StoreIOError("the configured bucket does not exist") from exc
         if code in _NOT_FOUND or status == 404:
@@ -166,6 +185,7 @@ class BucketClient:
     def __init__(self, settings: BucketSettings, session: Session | None = None) -> None:
         self.bucket = settings.bucket
         self._settings = settings
+        self.quoted_etags = True  # the ETag form `If-Match` takes (the probe may say otherwise)
         with _errors("connect"):
             self._session = session or _session()
             self._s3 = _make(settings, self._session)
@@ -213,20 +233,23 @@ class BucketClient:
             return None
         return data, reply["ETag"]
 
-    def get_range(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
-        """Bytes `[start, end)` of a key, optionally only of the version `etag` names.
+    def get_range(
+        self, key: str, start: int, end: int | None, etag: str | None = None
+    ) -> tuple[bytes, str]:
+        """Bytes `[start, end)` of a key (`end` None: to its end) and the version's ETag.
+
+        With `etag`, only of the version it names.
 
         Raises:
             ObjectMissing: the key is gone. Conflict: it changed (`etag`).
-            StoreIOError: the bucket failed.
+            StoreIOError: the bucket failed (`InvalidRange`: `start` is past its end).
         """
         extra = {"IfMatch": etag} if etag else {}
+        span = f"bytes={start}-{'' if end is None else end - 1}"
         with _errors("ranged get"):
-            reply = self._s3.get_object(
-                Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}", **extra
-            )
+            reply = self._s3.get_object(Bucket=self.bucket, Key=key, Range=span, **extra)
             data: bytes = reply["Body"].read()
-        return data
+        return data, str(reply["ETag"])
 
     def put(
         self,
@@ -253,12 +276,21 @@ class BucketClient:
         if create:
             extra["IfNoneMatch"] = "*"
         if if_match is not None:
-            extra["IfMatch"] = if_match
+            extra["IfMatch"] = if_match if self.quoted_etags else if_match.strip('"')
         if sha256 is not None:
             extra["Metadata"] = {SHA256_META: sha256}
         with _errors("put"):
             reply = self._s3.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
         return str(reply["ETag"])
+
+    @contextlib.contextmanager
+    def unchecked(self) -> Iterator[None]:
+        """Send declared checksums unproven in this thread (the capability probe only)."""
+        _UNCHECKED.on = True
+        try:
+            yield
+        finally:
+            _UNCHECKED.on = False
 
     def listing(self, prefix: str) -> Iterator[Head]:
         """Every key below `prefix`, in key order (paginated)."""
@@ -309,21 +341,6 @@ class BucketClient:
             )
         return str(reply["ETag"])
 
-    def copy_part(
-        self, key: str, upload_id: str, number: int, source: str, span: tuple[int, int]
-    ) -> str:
-        """Copy bytes `[start, end)` of `source` into a part, inside the bucket; its ETag."""
-        with _errors("copy part"):
-            reply = self._s3.upload_part_copy(
-                Bucket=self.bucket,
-                Key=key,
-                UploadId=upload_id,
-                PartNumber=number,
-                CopySource={"Bucket": self.bucket, "Key": source},
-                CopySourceRange=f"bytes={span[0]}-{span[1] - 1}",
-            )
-        return str(reply["CopyPartResult"]["ETag"])
-
     def complete(
         self,
         key: str,
@@ -332,13 +349,16 @@ class BucketClient:
         *,
         create: bool = False,
         checksums: Sequence[bytes] = (),
-    ) -> None:
+    ) -> str:
         """Complete an upload; with `create`, only if the key does not exist yet.
 
         `checksums` are the parts' SHA-256 digests, for an upload started with `checksums`.
 
+        Returns the new object's ETag.
+
         Raises:
             Conflict: `create` and the key exists (the upload stays open: abort it).
+            Unsupported: the service refuses a conditional completion.
         """
         parts: list[dict[str, Any]] = [
             {"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, start=1)
@@ -347,13 +367,14 @@ class BucketClient:
             part["ChecksumSHA256"] = _checksum(digest)
         extra = {"IfNoneMatch": "*"} if create else {}
         with _errors("complete upload"):
-            self._s3.complete_multipart_upload(
+            reply = self._s3.complete_multipart_upload(
                 Bucket=self.bucket,
                 Key=key,
                 UploadId=upload_id,
                 MultipartUpload={"Parts": parts},
                 **extra,
             )
+        return str(reply.get("ETag", ""))
 
     def abort(self, key: str, upload_id: str) -> None:
         """Abort an upload (already gone: nothing to do)."""

@@ -13,28 +13,26 @@ from datetime import UTC, datetime, timedelta
 from cards import ArtifactId, artifact_id_for_digest
 from cards.errors import IntegrityError, ObjectMissing
 from cas._bucket._cache import download
-from cas._bucket._cards import BucketCards
+from cas._bucket._publish import quarantine
 from cas._bucket._store import BucketStore
 from cas._cardfiles import CardScan
 from cas._fsck import FsckReport, ObjectFinding, check_cards
-from cas._interface import Store
 from cas._layout import CHUNKS_SUFFIX
 from cas._objects import MAX_MANIFEST_BYTES
 from cas._progress import Progress
 
 
 def fsck_bucket(
-    store: Store, *, repair: bool = False, progress: Progress | None = None
+    store: BucketStore, *, repair: bool = False, progress: Progress | None = None
 ) -> FsckReport:
     """Check a bucket store's project (see the module docstring).
 
     Raises:
         StoreIOError: the bucket failed.
     """
-    assert isinstance(store, BucketStore)
     report = FsckReport()
     findings = _check_objects(store, report, progress)
-    cards = CardScan.of(BucketCards(store.client, store.keys).scan())
+    cards = CardScan.of(store.cards.scan())
     check_cards(cards, findings, report, lambda artifact_id: _manifest(store, artifact_id))
     stale = _check_staging(store, report)
     if repair:
@@ -107,10 +105,7 @@ def _repair(store: BucketStore, report: FsckReport, stale: list[tuple[str, str |
             client.abort(key, upload_id)
         report.removed_stages.append(name)
     report.stale_stages.clear()
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     for name in report.invalid_objects:
-        key = keys.object(ArtifactId(name))
-        client.copy(key, f"{keys.quarantine}{name}.{stamp}")
-        client.delete(key)
+        quarantine(client, keys, ArtifactId(name))
         report.quarantined.append(name)
     report.invalid_objects.clear()

@@ -8,14 +8,10 @@ The same layout as on disk (DESIGN.md §4), below an optional prefix:
 
 from __future__ import annotations
 
-import secrets
-
 import msgspec
 
 from cards import ArtifactId, ExperimentId, InvalidId, parse_artifact_id
 from cas._layout import CARD_SUFFIX, CHUNKS_SUFFIX, ProjectLayout
-
-STAGING_PREFIX = "stage-"
 
 
 class BucketKeys(msgspec.Struct, frozen=True):
@@ -62,9 +58,9 @@ class BucketKeys(msgspec.Struct, frozen=True):
         """A card's key."""
         return f"{self.cards}{experiment_id}{CARD_SUFFIX}"
 
-    def new_staging(self) -> str:
-        """A fresh, unguessable staging key."""
-        return f"{self.tmp}{STAGING_PREFIX}{secrets.token_hex(16)}"
+    def claim(self, key: str) -> str:
+        """The staging key that claims the completion of the object at `key`."""
+        return f"{self.tmp}claim-{key.rpartition('/')[2]}"
 
     def object_of(self, key: str) -> ArtifactId | None:
         """The artifact id a listed key names as an object (in its shard), else None."""

@@ -34,13 +34,12 @@ from cards.errors import (
 )
 from cas import _fs
 from cas._bucket._cards import BucketCards
-from cas._bucket._publish import publish
 from cas._bucket._store import BucketStore
 from cas._chunks import parse_manifest
 from cas._hashing import Digests
+from cas._local_store import ProjectStore
 from cas._objects import MAX_MANIFEST_BYTES
 from cas._progress import Progress
-from cas._store import ProjectStore
 from cas._verify import IntegrityMode
 
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -81,7 +80,7 @@ def migrate(
     if local.integrity is not IntegrityMode.ALWAYS:
         raise InvalidInput("migration proves every object: open the local store in 'always' mode")
     report = MigrateReport()
-    cards = BucketCards(bucket.client, bucket.keys)
+    cards = bucket.cards
     done: set[str] = set()
     for read in local.read_cards():
         card = read.card
@@ -117,15 +116,7 @@ def _copy_object(
     except OSError as exc:
         raise StoreIOError(f"cannot open the local object: {exc.strerror}") from exc
     try:
-        present = publish(
-            bucket.client,
-            bucket.keys,
-            card.typed_artifact_id,
-            digests,
-            fd,
-            part_bytes=bucket.settings.part_bytes,
-            in_flight=bucket.settings.max_in_flight,
-        )
+        present, _ = bucket.publisher().publish(card.typed_artifact_id, digests, fd)
     except SourceChanged as exc:  # the local object differs from what resolve just proved
         raise IntegrityError("the local object changed while it was migrated") from exc
     finally:
@@ -159,12 +150,12 @@ def _manifest_digests(path: str, card: ExperimentCardV1) -> tuple[bytes, ...]:
 
 
 def _copy_card(cards: BucketCards, card: ExperimentCardV1, report: MigrateReport) -> None:
-    existing, etag = cards.find(card.typed_experiment_id)
+    existing, etag = cards.find_versioned(card.typed_experiment_id)
     if existing is None and cards.write(card, etag):  # absent, or corrupt: replaced
         report.cards_created += 1
         return
     if existing is None:  # created by another writer meanwhile: look again
-        existing, _ = cards.find(card.typed_experiment_id)
+        existing, _ = cards.find_versioned(card.typed_experiment_id)
     if existing == card:
         report.cards_present += 1
     else:

@@ -5,107 +5,325 @@ byte is sent. Then:
 
 - the chunk manifest goes first (`If-None-Match: *`; one that differs from ours is replaced by
   `If-Match` on exactly that version, since ours was computed from the bytes just hashed);
-- a stored object (HEAD: our size and the SHA-256 it was published with) is not sent again:
-  deduplication costs no upload;
+- a stored object is not sent again only once its bytes are proven to be the address's: hashed
+  as read back by ranged GETs pinned to its ETag, or named by a proof this host kept of exactly
+  that version (`Proofs`: its ETag and size, written when this host sent or hashed it). The
+  SHA-256 metadata label is never trusted: a corrupt object of the right size under the
+  original label is copied to `quarantine/`, removed, and published again (healed);
 - a small object is one conditional `PutObject`; a larger one a multipart upload on the final
   key itself, parts read again from the source (`in_flight` at once, bounded memory), completed
   with `If-None-Match: *`. An incomplete upload is invisible, so the key shows the whole object
   or nothing; a crash leaves only an incomplete upload, which `fsck --repair` aborts after an
-  age. No staging key and no server-side copy are needed.
+  age. No staging key and no server-side copy are needed. Where the service completes
+  unconditionally (the probe says so, `_probe`), the completion is serialised by a claim key
+  (`tmp/claim-<artifact_id>`, a conditional single `PUT`, which works there): whoever holds it
+  completes if the object is still absent; the others wait for the object and deduplicate, so
+  exactly one record reports `deduplicated: false`. A crashed holder's claim is taken over
+  once it is `CLAIM_STALE_S` old.
 - what is sent is proven to be the bytes of the address before the object is created: xxh3 is
   no cryptographic hash, and a kernel able to swap in colliding chunks between the passes
   must not get other bytes published under the address. When the first pass took the SHA-256
   of every part (`PartDigests`, from the same buffers that fed the address), each part
   declares that digest as its checksum and is proven against it just before it is sent
   (`BucketClient`: by the signer's own payload hash where it takes one, else hashed in the
-  sending thread), so no second SHA-256 of the whole runs in order on this thread, the SDK
-  adds no CRC32, and the service verifies each part too. Otherwise (plain `Digests`: a
+  sending thread), so no second SHA-256 of the whole runs in order on this thread, and the SDK
+  adds no CRC32. A service that enforces declared checksums verifies each part too; one that
+  ignores them (the probe says which) stores what it received. Otherwise (plain `Digests`: a
   migration, or `part_checksums` off) every chunk read for sending is checked against its
   xxh3-128 (an early, cheap refusal) and the SHA-256 of everything sent against the address
   before the put or the completing call. A source that changed fails the record
   (`SourceChanged`, the upload aborted), so the object is exactly the bytes its address names.
 
 A 412 means the address was taken meanwhile: by the same bytes from a concurrent record on
-another host (deduplication), or by something else. Before counting it as ours we check its
-size and the SHA-256 stored as metadata when it was published (a cheap HEAD): that is not a
-proof of its bytes, which resolve always gives (a streamed hash against the card).
+another host (deduplication), or by something else; it counts as ours only once proven as above.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import threading
+import time
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from types import EllipsisType
 
+import msgspec
 import xxhash
 
 from cards import ArtifactId
 from cards.errors import IntegrityError, SourceChanged, StoreIOError
 from cas import _fs
-from cas._bucket._client import BucketClient, ChecksumMismatch, Conflict, Head
+from cas._bucket._cache import download
+from cas._bucket._client import BucketClient, ChecksumMismatch, Conflict, Head, Unsupported
 from cas._bucket._hasher import PartDigests
 from cas._bucket._keys import BucketKeys
+from cas._bucket._probe import Capabilities
 from cas._chunks import CHUNK_BYTES
 from cas._hashing import Digests
 from cas._objects import MAX_MANIFEST_BYTES
 from cas._progress import Progress
 
+CLAIM_WAIT_S = 120.0  # how long a record waits for another host's completion before giving up
+CLAIM_STALE_S = 600  # a claim this old belongs to a host that died while completing
+_PROOF_MAX_BYTES = 512
 
-def stored(head: Head | None, size: int, sha256: str) -> bool:
-    """Whether a HEAD shows our object: its size and the SHA-256 it was published with.
 
-    Raises:
-        IntegrityError: other bytes (or unlabelled ones) hold the content address.
+class Proofs:
+    """Which versions of the bucket's objects this host proved to be their address's bytes.
+
+    A proof is a small file per artifact under the local cache (`proofs/<artifact_id>`): the
+    ETag and size of the version proven. A service gives a replaced object a new ETag, so a
+    matching proof spares reading the object back again; `trusted` False (integrity "always")
+    never uses one.
     """
-    if head is None:
-        return False
-    if head.size != size or head.sha256 != sha256:
-        raise IntegrityError(
-            "the bucket holds other bytes under this content address; "
-            "run `artmem fsck --repair`, then record again"
-        )
-    return True
 
+    def __init__(self, client: BucketClient, root: str, in_flight: int, *, trusted: bool) -> None:
+        self._client = client
+        self._root = root
+        self._in_flight = in_flight
+        self._trusted = trusted
 
-def publish(
-    client: BucketClient,
-    keys: BucketKeys,
-    artifact_id: ArtifactId,
-    digests: Digests,
-    source_fd: int,
-    *,
-    part_bytes: int,
-    in_flight: int,
-    progress: Progress | None = None,
-) -> bool:
-    """Publish the manifest, then the object at `source_fd` unless it is stored; whether it was.
+    def check(self, head: Head | None, artifact_id: ArtifactId, digests: Digests) -> bool | None:
+        """None: no object; True: the object is proven to be `digests`' bytes; False: it is not.
 
-    Raises:
-        SourceChanged: a chunk read for sending differs from `digests` (nothing is published).
-        IntegrityError: other bytes hold the content address.
-        StoreIOError: the bucket or the source failed.
-    """
-    sha256 = digests.sha256.hex()
-    key = keys.object(artifact_id)
-    _publish_manifest(client, keys.chunks(artifact_id), digests.manifest())
-    if stored(client.head(key), digests.size, sha256):
+        Raises:
+            StoreIOError: the bucket failed.
+        """
+        if head is None:
+            return None
+        if head.size != digests.size:
+            return False
+        if self._trusted and self._recorded(artifact_id) == (head.etag, head.size):
+            return True
+        try:
+            got = download(self._client, head.key, None, head.size, self._in_flight, None)
+        except IntegrityError:  # replaced or truncated while it was read: not proven
+            return False
+        if got.sha256 != digests.sha256:
+            return False
+        self.remember(artifact_id, head.etag, head.size)
         return True
-    parts = _Parts(source_fd, digests, part_bytes, progress)
-    try:
-        if digests.size <= part_bytes:
+
+    def remember(self, artifact_id: ArtifactId, etag: str, size: int) -> None:
+        """Keep a proof that the version `etag` holds the artifact's bytes (best effort).
+
+        Renamed into place unsynced: after a crash it is whole, or unreadable (and ignored).
+        """
+        if not etag:
+            return
+        path = os.path.join(self._root, artifact_id)
+        stage = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with contextlib.suppress(OSError):
+            os.makedirs(self._root, mode=0o700, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(stage, flags, 0o600)
+            try:
+                _fs.write_all(fd, msgspec.json.encode((etag, size)))
+            finally:
+                os.close(fd)
+            os.replace(stage, path)
+
+    def _recorded(self, artifact_id: ArtifactId) -> tuple[str, int] | None:
+        path = os.path.join(self._root, artifact_id)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            etag, size = msgspec.json.decode(
+                _fs.read_small(fd, _PROOF_MAX_BYTES), type=tuple[str, int]
+            )
+        except (OSError, ValueError, msgspec.DecodeError):
+            return None
+        finally:
+            os.close(fd)
+        return etag, size
+
+
+class Publisher:
+    """Publishes objects into one project of a bucket (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: BucketClient,
+        keys: BucketKeys,
+        caps: Capabilities,
+        proofs: Proofs,
+        *,
+        part_bytes: int,
+        in_flight: int,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.caps = caps
+        self.proofs = proofs
+        self.part_bytes = part_bytes
+        self.in_flight = in_flight
+
+    def publish(
+        self,
+        artifact_id: ArtifactId,
+        digests: Digests,
+        source_fd: int,
+        progress: Progress | None = None,
+        *,
+        checked: bool | None | EllipsisType = ...,
+    ) -> tuple[bool, bool]:
+        """Publish the manifest, then the object unless it is proven stored.
+
+        `checked` is what a check just now said (`Proofs.check`: None absent, False other
+        bytes); by default it checks here. Returns whether the object was stored already,
+        and whether a corrupt one was healed.
+
+        Raises:
+            SourceChanged: a chunk read for sending differs from `digests` (nothing is published).
+            IntegrityError: the content address was taken by other bytes meanwhile.
+            BackendUnsupported: the service has no conditional create.
+            StoreIOError: the bucket or the source failed.
+        """
+        self.caps.require_create()
+        key = self.keys.object(artifact_id)
+        self._publish_manifest(self.keys.chunks(artifact_id), digests.manifest())
+        present = checked
+        if present is ...:
+            present = self.proofs.check(self.client.head(key), artifact_id, digests)
+        if present:
+            return True, False
+        healed = present is False
+        if healed:
+            quarantine(self.client, self.keys, artifact_id)
+        try:
+            etag = self._send(key, digests, source_fd, progress)
+        except ChecksumMismatch:
+            raise SourceChanged("the export changed between hashing and upload") from None
+        except Conflict:
+            if self.proofs.check(self.client.head(key), artifact_id, digests):
+                return True, healed
+            raise IntegrityError(
+                "other bytes took this content address meanwhile; run `artmem fsck --repair`, "
+                "then record again"
+            ) from None
+        self.proofs.remember(artifact_id, etag, digests.size)
+        return False, healed
+
+    def _send(self, key: str, digests: Digests, source_fd: int, progress: Progress | None) -> str:
+        """Create the object at `key` from the source; its ETag (Conflict: it exists)."""
+        sha256 = digests.sha256.hex()
+        parts = _Parts(source_fd, digests, self.part_bytes, progress)
+        if digests.size <= self.part_bytes:
             body = parts.read(bytearray(digests.size), 0)
             parts.check_whole()
-            client.put(key, body, create=True, sha256=sha256, checksum=parts.declared(None))
+            etag = self.client.put(
+                key, body, create=True, sha256=sha256, checksum=parts.declared(None)
+            )
             parts.sent(digests.size)
-        else:
-            _upload_create(client, key, parts, sha256, in_flight)
-    except ChecksumMismatch:
-        raise SourceChanged("the export changed between hashing and upload") from None
-    except Conflict:
-        if stored(client.head(key), digests.size, sha256):
-            return True
-        raise IntegrityError("the content address was taken, then removed; record again") from None
-    return False
+            return etag
+        return self._upload_create(key, parts, sha256)
+
+    def _upload_create(self, key: str, parts: _Parts, sha256: str) -> str:
+        """A multipart upload of the source to `key`, completed only if `key` does not exist.
+
+        `in_flight` parts at once, each read into a buffer reused once its part was sent.
+        """
+        client = self.client
+        size, part_bytes, in_flight = parts.size, parts.part_bytes, self.in_flight
+        upload_id = client.start_upload(key, sha256, checksums=parts.checksums)
+        try:
+            etags: list[str] = []
+            spare = [bytearray(part_bytes) for _ in range(min(in_flight, -(-size // part_bytes)))]
+            pending: deque[tuple[Future[str], bytearray]] = deque()
+            with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="artmem-up") as pool:
+                for index, offset in enumerate(range(0, size, part_bytes)):
+                    if not spare:
+                        etags.append(_sent(pending.popleft(), spare, parts))
+                    body = spare.pop()
+                    if size - offset < part_bytes:  # the last part, short: its own buffer
+                        body = bytearray(size - offset)
+                    parts.read(body, offset)
+                    number, checksum = index + 1, parts.declared(index)
+                    future = pool.submit(client.upload_part, key, upload_id, number, body, checksum)
+                    pending.append((future, body))
+                etags.extend(_sent(item, spare, parts) for item in list(pending))
+            parts.check_whole()  # before the object becomes visible
+            if self.caps.complete_if_absent:
+                with contextlib.suppress(Unsupported):
+                    return client.complete(
+                        key, upload_id, etags, create=True, checksums=parts.part_sha256
+                    )
+            with self._claimed(key):
+                return client.complete(key, upload_id, etags, checksums=parts.part_sha256)
+        except BaseException:
+            client.abort(key, upload_id)
+            raise
+
+    @contextlib.contextmanager
+    def _claimed(self, key: str) -> Iterator[None]:
+        """Hold the claim to complete `key` (see the module docstring).
+
+        Raises:
+            Conflict: the object appeared: another host completed it.
+            StoreIOError: another host kept the claim for `CLAIM_WAIT_S` (retryable).
+        """
+        client, claim = self.client, self.keys.claim(key)
+        deadline, delay = time.monotonic() + CLAIM_WAIT_S, 0.02
+        while True:
+            if client.head(key) is not None:
+                raise Conflict("complete upload")
+            try:
+                client.put(claim, b"", create=True)
+                break
+            except Conflict:
+                pass
+            held = client.head(claim)
+            if held is not None and datetime.now(UTC) - held.modified > timedelta(
+                seconds=CLAIM_STALE_S
+            ):
+                client.delete(claim)  # its holder died while completing
+                continue
+            if time.monotonic() > deadline:
+                raise StoreIOError("another host is still completing the same object; try again")
+            time.sleep(delay)  # the holder completes in a request or two
+            delay = min(0.5, delay * 2)
+        try:
+            if client.head(key) is not None:  # completed by the claim's previous holder
+                raise Conflict("complete upload")
+            yield
+        finally:
+            client.delete(claim)
+
+    def _publish_manifest(self, key: str, manifest: bytes) -> None:
+        client = self.client
+        for _ in range(3):
+            try:
+                client.put(key, manifest, create=True)
+                return
+            except Conflict:
+                got = client.get(key, MAX_MANIFEST_BYTES)
+                if got is None:
+                    continue
+                if got[0] == manifest:
+                    return
+                if self.caps.replace_etag is None:
+                    client.delete(key)  # ours is computed from the bytes: theirs is wrong
+                    continue
+                try:
+                    client.put(key, manifest, if_match=got[1])
+                    return
+                except Conflict:
+                    continue
+        raise IntegrityError("the chunk manifest kept changing in the bucket; record again")
+
+
+def quarantine(client: BucketClient, keys: BucketKeys, artifact_id: ArtifactId) -> None:
+    """Copy a corrupt object to `quarantine/`, then remove it from its content address."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    key = keys.object(artifact_id)
+    client.copy(key, f"{keys.quarantine}{artifact_id}.{stamp}")
+    client.delete(key)
 
 
 class _Parts:
@@ -192,57 +410,6 @@ class _Parts:
         """`length` more bytes reached the bucket."""
         if self._progress is not None:
             self._progress.advance(length)
-
-
-def _publish_manifest(client: BucketClient, key: str, manifest: bytes) -> None:
-    for _ in range(3):
-        try:
-            client.put(key, manifest, create=True)
-            return
-        except Conflict:
-            got = client.get(key, MAX_MANIFEST_BYTES)
-            if got is None:
-                continue
-            if got[0] == manifest:
-                return
-            try:
-                client.put(key, manifest, if_match=got[1])
-                return
-            except Conflict:
-                continue
-    raise IntegrityError("the chunk manifest kept changing in the bucket; record again")
-
-
-def _upload_create(
-    client: BucketClient, key: str, parts: _Parts, sha256: str, in_flight: int
-) -> None:
-    """A multipart upload of the source to `key`, completed only if `key` does not exist.
-
-    `in_flight` parts at once, each read into a buffer reused once its part was sent.
-    """
-    size, part_bytes = parts.size, parts.part_bytes
-    upload_id = client.start_upload(key, sha256, checksums=parts.checksums)
-    try:
-        etags: list[str] = []
-        spare = [bytearray(part_bytes) for _ in range(min(in_flight, -(-size // part_bytes)))]
-        pending: deque[tuple[Future[str], bytearray]] = deque()
-        with ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="artmem-up") as pool:
-            for index, offset in enumerate(range(0, size, part_bytes)):
-                if not spare:
-                    etags.append(_sent(pending.popleft(), spare, parts))
-                body = spare.pop()
-                if size - offset < part_bytes:  # the last part, short: a buffer of its own size
-                    body = bytearray(size - offset)
-                parts.read(body, offset)
-                number, checksum = index + 1, parts.declared(index)
-                future = pool.submit(client.upload_part, key, upload_id, number, body, checksum)
-                pending.append((future, body))
-            etags.extend(_sent(item, spare, parts) for item in list(pending))
-        parts.check_whole()  # before the object becomes visible
-        client.complete(key, upload_id, etags, create=True, checksums=parts.part_sha256)
-    except BaseException:
-        client.abort(key, upload_id)
-        raise
 
 
 def _sent(item: tuple[Future[str], bytearray], spare: list[bytearray], parts: _Parts) -> str:

@@ -42,7 +42,7 @@ def pinned(client: BucketClient, keys: BucketKeys, card: ExperimentCardV1) -> Bu
         raise IntegrityError("the bucket's artifact size differs from its card")
     bound = 256 + 40 * chunk_count(card.artifact.bytes)  # as `load_manifest` bounds it
     try:  # one byte past the bound, so an oversized manifest is seen as one
-        manifest = client.get_range(keys.chunks(artifact_id), 0, bound + 1)
+        manifest, _ = client.get_range(keys.chunks(artifact_id), 0, bound + 1)
     except ObjectMissing as exc:
         raise IntegrityError("the artifact's chunk manifest is missing from the bucket") from exc
     return BucketRanges(client, head, manifest)
@@ -84,7 +84,7 @@ class RangeReads:
         """
         client = self._here()
         try:
-            data = client.get_range(self._head.key, offset, offset + length, self._head.etag)
+            data, _ = client.get_range(self._head.key, offset, offset + length, self._head.etag)
         except Conflict as exc:
             raise IntegrityError("the bucket's artifact changed while it was read") from exc
         except ObjectMissing as exc:

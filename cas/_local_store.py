@@ -1,0 +1,121 @@
+"""`ProjectStore`: the one `Store` over a local directory (DESIGN.md §4).
+
+The rooms: `_objects` (object files), `_cardfiles` (card files), `_hashing` (the digests),
+`_ingest` (opening a kernel's export safely), `_record` (the commit protocol of a record,
+deduplication and quotas), `_sniff` (the media type), `_verify` (proofs of intactness and their
+records), `_project` (the project's directory, commit lock and staging), `_fs` (the filesystem
+edge). This module opens the project for each call and hands the rooms to `Store`; the
+record-only rooms load with the first record, so a reader never imports them. A `read_only`
+store (the notebook API) writes nothing at all: not even a verification record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Unpack
+
+from cards import ArtifactId
+from cards.errors import InvalidInput, ObjectMissing
+from cas._local_backend import LocalBackend
+from cas._objects import ObjectStore
+from cas._progress import Progress
+from cas._project import Project, open_project
+from cas._store import Options, Recording, Room, Store, recorded
+
+if TYPE_CHECKING:  # the card models load with the first card read or written
+    from cards import ExperimentCardV1
+    from cas._fsck import FsckReport
+    from cas._results import Recorded
+    from cas.slicing._reader import RemoteBytes
+
+
+# A cards directory changed less than this long ago has no trustworthy version yet (it exceeds
+# the coarse clock tick that stamps directory mtimes, with room for a clock step).
+RACY_NS = 2_000_000_000
+
+
+class ProjectStore(Store):
+    """The content-addressed store of one project below the configured artifact root."""
+
+    def __init__(self, artifact_root: str, project_id: str, **options: Unpack[Options]) -> None:
+        """Serve `project_id` below `artifact_root` (absolute); `options` as `Store`'s."""
+        if not os.path.isabs(artifact_root):
+            raise InvalidInput("the artifact root must be an absolute path")
+        self.artifact_root = artifact_root
+        super().__init__(project_id, **options)
+
+    def local_path(self, parts: Sequence[str]) -> str:
+        """The absolute path of `parts` (a layout path) below this project's directory."""
+        return os.path.join(self.artifact_root, *self.layout.root, *parts)
+
+    def cards_version(self) -> str | None:
+        """A token that changes whenever a card file is added, replaced or removed.
+
+        Locally the cards directory's (inode, mtime_ns): every card publication renames into
+        it. None when there are no cards, or when the directory changed within the last
+        `RACY_NS`: a later change in the same tick of the filesystem's coarse clock could leave
+        the mtime as it is (Git's "racily clean" case), so such a token proves nothing and the
+        caller must look at the files. Compared for equality only.
+        """
+        try:
+            st = os.lstat(self.local_path(self.layout.cards_dir))
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode) or st.st_mtime_ns > time.time_ns() - RACY_NS:
+            return None
+        return f"{st.st_ino}:{st.st_mtime_ns}"
+
+    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
+        """Verify every object, manifest, card and staging file (`cas.fsck`)."""
+        from cas._fsck import check_local
+
+        return check_local(self, repair=repair, progress=progress)
+
+    def _opened(self, *, create: bool) -> contextlib.AbstractContextManager[Project | None]:
+        return open_project(self.artifact_root, self.layout, create=create)
+
+    def _record(self, job: Recording) -> Recorded:
+        from cas._record import Recorder  # record-only rooms (see the module docstring)
+
+        recorder = Recorder(
+            self.project_id, self.limits, self._verifier, self._clock, self._initial_index_state
+        )
+        with self._opened(create=True) as opened:
+            return recorder.record(_project(recorded(opened)), job)
+
+    def _verified(
+        self, room: Room, card: ExperimentCardV1, progress: Progress | None
+    ) -> tuple[datetime, bool]:
+        project = _project(room)
+        objects = _UnrecordedProofs(project.fd, self.layout) if self.read_only else None
+        return self._verifier.verify(objects or project.objects, card, progress)
+
+    def _remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
+        if not self._has_object(room, card.typed_artifact_id):
+            raise ObjectMissing("the experiment's artifact is missing from the store")
+        return None
+
+    def _has_object(self, room: Room, artifact_id: ArtifactId) -> bool:
+        key = "/".join(self.layout.object_path(artifact_id))
+        return LocalBackend(_project(room).fd).stat(key) is not None  # a regular file only
+
+    def _stored(self, room: Room) -> tuple[int, int]:
+        return _project(room).objects.usage()
+
+
+def _project(room: Room) -> Project:
+    assert isinstance(room, Project)
+    return room
+
+
+class _UnrecordedProofs(ObjectStore):
+    """A read-only store's objects: a proof stays in the process's cache, never on disk."""
+
+    def write_record(self, artifact_id: ArtifactId, data: bytes) -> bool:
+        """Write nothing (the record only spares a later rehash)."""
+        return False
