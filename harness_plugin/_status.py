@@ -8,7 +8,7 @@ import stat
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from cards import ArtifactError
+from cards.errors import ArtifactError
 from cas import LocalCatalog, read_small
 from harness_plugin import _views
 from harness_plugin._progress import table_lines
@@ -51,11 +51,17 @@ def status_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]
     }
     probe = getattr(store, "capabilities", None) if config.projects else None
     if probe is not None:  # a bucket: what its service does (probed once, then remembered)
-        view["bucket_capabilities"] = probe().view()
+        try:
+            view["bucket_capabilities"] = probe().view()
+        except ArtifactError as exc:  # e.g. credentials that may read only: probing writes
+            view["bucket_capabilities"] = {"unknown": str(exc.code)}
     return view
 
 
 def _capability_line(caps: Mapping[str, object]) -> str:
+    if "unknown" in caps:
+        return f"bucket: capabilities unknown ({caps['unknown']}); they are probed on a write"
+
     def said(name: str, yes: str, no: str) -> str:
         return yes if caps[name] else no
 

@@ -253,6 +253,17 @@ def spawn_host(ws: Any, host: Host, name: str, *, ticks: bool = False) -> subpro
     )  # fmt: skip
 
 
+def race(ws: Any, hosts: list[Host], name: str) -> list[dict[str, Any]]:
+    """Every host records `name` at once (real processes); each one's outcome, in host order."""
+    procs = [spawn_host(ws, host, name) for host in hosts]
+    outcomes = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    return outcomes
+
+
 def _main(job_path: str) -> int:
     """Record one export as a separate host; print `part` per chunk read, then the outcome."""
     sys.path.insert(0, str(Path(__file__).parent.parent))

@@ -162,3 +162,18 @@ def test_the_notebook_api_reads_a_bucket_store_and_writes_nothing_to_it(
     assert keys_below(s3_endpoint, bucket) == before  # nothing written to the bucket
     with pytest.raises(StoreIOError, match="read-only"):
         store._store.set_index_status(exp, IndexStatus(state=IndexState.PENDING))
+
+
+def test_status_says_when_the_bucket_could_not_be_probed(
+    tmp_path: Path, s3_endpoint: str, bucket: str, monkeypatch: pytest.MonkeyPatch
+):
+    from harness_plugin._status import status_lines, status_view
+
+    def denied(self: BucketStore, *, refresh: bool = False) -> None:
+        raise StoreIOError("the bucket refused put (AccessDenied)")
+
+    config, _ = write_config(tmp_path, _storage(s3_endpoint, bucket))
+    monkeypatch.setattr(BucketStore, "capabilities", denied)
+    view = status_view(load_config(str(config)), {})
+    assert view["bucket_capabilities"] == {"unknown": "cas.io"}
+    assert "bucket: capabilities unknown (cas.io)" in "\n".join(status_lines(view))

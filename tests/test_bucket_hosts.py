@@ -6,7 +6,6 @@ A "host" is a process running `bucket_helpers.py` with its own state root (its o
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 import signal
@@ -18,6 +17,7 @@ from bucket_helpers import (
     keys_below,
     open_uploads,
     quirky_bucket,
+    race,
     raw_client,
     s3_endpoint,
     spawn_host,
@@ -51,12 +51,7 @@ def test_eight_hosts_recording_the_same_file_converge(
     data = os.urandom(10 * 1024 * 1024 + 7)  # multipart: completion decides who stored it
     ws.export("same.bin", data)
     hosts = [Host(s3_endpoint, bucket, ws.root / f"host{i}") for i in range(8)]
-    procs = [spawn_host(ws, host, "same.bin") for host in hosts]
-    outcomes = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    outcomes = race(ws, hosts, "same.bin")
     artifact_id = artifact_id_for_digest(hashlib.sha256(data).digest())
     assert {o["artifact_id"] for o in outcomes} == {artifact_id}
     assert sorted(o["deduplicated"] for o in outcomes) == [False] + [True] * 7

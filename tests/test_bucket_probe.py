@@ -8,7 +8,6 @@ probe is measured against a double known to misbehave as the real service did.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 from pathlib import Path
@@ -22,9 +21,9 @@ from bucket_helpers import (
     keys_below,
     open_uploads,
     quirky_bucket,
+    race,
     raw_client,
     s3_endpoint,
-    spawn_host,
 )
 from conftest import PROJECT, SESSION, Workspace, make_metadata
 
@@ -167,12 +166,7 @@ def test_hosts_racing_over_unconditional_completion_store_once_and_say_so(
     data = os.urandom(mib << 20)
     ws.export("same.bin", data)
     hosts = [Host(s3_endpoint, quirky_bucket, ws.root / f"host{i}") for i in range(2)]
-    procs = [spawn_host(ws, host, "same.bin") for host in hosts]
-    outcomes = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err
-        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    outcomes = race(ws, hosts, "same.bin")
     assert sorted(o["deduplicated"] for o in outcomes) == [False, True]
     artifact_id = artifact_id_for_digest(hashlib.sha256(data).digest())
     store = hosts[0].store(PROJECT, settings={"stale_after_s": 0})
