@@ -171,10 +171,12 @@ def row_differences(
     }
 
 
-def _keyed(rows: Sequence[dict[str, object]], key: str, name: str) -> dict[object, dict[str, object]]:
+def _keyed(
+    rows: Sequence[dict[str, object]], key: str, name: str
+) -> dict[object, dict[str, object]]:
     if rows and key not in rows[0]:
         raise UnknownColumn(key, list(rows[0]))
-    keyed: dict[object, dict[str, object]] = {}
+    keyed: dict[object, _Row] = {}
     for row in rows:
         value = row[key]
         if isinstance(value, list | dict):  # a nested value is no key
