@@ -176,7 +176,7 @@ def _keyed(
 ) -> dict[object, dict[str, object]]:
     if rows and key not in rows[0]:
         raise UnknownColumn(key, list(rows[0]))
-    keyed: dict[object, _Row] = {}
+    keyed: dict[object, dict[str, object]] = {}
     for row in rows:
         value = row[key]
         if isinstance(value, list | dict):  # a nested value is no key

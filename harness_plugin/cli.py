@@ -274,7 +274,7 @@ def _record_args(p: argparse.ArgumentParser) -> None:
         action="append",
         dest="parents",
         metavar="EXPERIMENT_ID",
-        help="an experiment of this project the result was derived from; repeat for more "
+        help="an experiment of this project the result was derived from; one option per parent "
         "(fixed at the first record: a re-record keeps them)",
     )
 

@@ -82,29 +82,30 @@ def lineage_graph(
     Each node is (experiment id, title); `link` is a format string taking the id (already
     carrying the page token) so a box opens its experiment.
     """
-    rows = [list(parents)[:8], [me], list(children)[:8]]
-    box_w, box_h, gap, row_h = 150, 34, 12, 70
+    rows = [r for r in (list(parents)[:8], [me], list(children)[:8]) if r]
+    mine = 1 if parents else 0  # the experiment's row
+    box_w, box_h, gap, row_h = 150, 34, 12, 64
     width = max(len(r) for r in rows) * (box_w + gap)
     centres: list[list[float]] = []
     for r in rows:
         total = len(r) * (box_w + gap) - gap
         start = (width - total) / 2
         centres.append([start + i * (box_w + gap) + box_w / 2 for i in range(len(r))])
+    me_x = centres[mine][0]
     lines = [
-        f'<line x1="{x}" y1="{top * row_h + box_h}" x2="{centres[1][0]}" '
-        f'y2="{(top + 1) * row_h}"></line>'
-        for top, r in ((0, centres[0]),)
-        for x in r
-    ]
-    lines += [
-        f'<line x1="{centres[1][0]}" y1="{row_h + box_h}" x2="{x}" y2="{2 * row_h}"></line>'
-        for x in centres[2]
+        f'<line x1="{x}" y1="{level * row_h + box_h}" x2="{x2}" y2="{(level + 1) * row_h}"></line>'
+        for level in range(len(rows) - 1)
+        for x, x2 in (
+            [(x, me_x) for x in centres[level]]
+            if level < mine
+            else [(me_x, x) for x in centres[level + 1]]
+        )  # fmt: skip
     ]
     boxes = []
     for level, (r, xs) in enumerate(zip(rows, centres, strict=True)):
         for (exp_id, title), x in zip(r, xs, strict=True):
             name = escape(title if len(title) <= 22 else title[:21] + "…")
-            cls = "me" if level == 1 else "node"
+            cls = "me" if level == mine else "node"
             boxes.append(
                 f'<a href="{escape(link.format(exp_id))}"><g class="{cls}">'
                 f'<rect x="{x - box_w / 2}" y="{level * row_h}" width="{box_w}" '
@@ -113,7 +114,7 @@ def lineage_graph(
                 f'<text class="id" x="{x}" y="{level * row_h + 28}" text-anchor="middle">'
                 f"{escape(exp_id[:16])}…</text><title>{escape(title)}</title></g></a>"
             )
-    height = (2 if children else 1) * row_h + box_h + 2
+    height = (len(rows) - 1) * row_h + box_h + 2
     return (
         f'<svg class="lineage" role="img" aria-label="lineage" viewBox="0 0 {width} {height}" '
         f'width="{width}" height="{height}">{"".join(lines)}{"".join(boxes)}</svg>'

@@ -140,7 +140,7 @@ def _freshness(store: Store, card: ExperimentCardV1, current: str | None, href: 
         warnings = (*warnings, *verdict.warnings)
     token = href("/").partition("token=")[2]
     form = (
-        f'<form method="get" action="/e/{h(card.experiment_id)}" class="fresh">'
+        f'<form method="get" action="/e/{h(card.experiment_id)}" class="check">'
         f'<input type="hidden" name="token" value="{h(token)}">'
         f"<label>current version of {h(card.source)} "
         f'<input name="v" id="v" value="{h(current or "")}"></label>'

@@ -71,7 +71,7 @@ def test_search_open_chart_lineage_and_compare(ui, page, tmp_path):
     assert page.locator("svg.lineage g.node").count() == 2  # its two parents
     assert page.text_content("#freshness") == "not_checked"
     page.fill("#v", "v2")
-    page.click("form.fresh button")
+    page.click("form.check button")
     page.wait_for_selector("#freshness:has-text('stale')")
     assert page.locator(".warnings a").count() >= 1  # names a stale ancestor
     page.screenshot(path=str(tmp_path / "experiment.png"), full_page=True)
