@@ -85,3 +85,11 @@ class UiProcess:
         self.process.wait(timeout=30)
         assert self.process.stdout is not None
         self.process.stdout.close()
+
+
+def running_ui(tmp_path_factory):
+    """A recorded project and its running page (a module fixture's body)."""
+    catalog = recorded_project(tmp_path_factory.mktemp("ui"))
+    process = UiProcess(catalog)
+    yield process, catalog
+    process.stop()

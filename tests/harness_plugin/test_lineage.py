@@ -178,3 +178,52 @@ def test_the_verdict_is_the_worst_ancestors(cards, current, data):
     for culprit in verdict.culprits:
         assert freshness(by_id[culprit].source_version, current) == oracle
         assert by_id[culprit].source == card.source
+
+
+# -- through the record tool: the model names parents, the host picked the project -------------
+
+
+def test_the_record_tool_takes_parents_only_from_the_callers_project(tmp_path):
+    from host_helpers import caller, environ, export, host_config
+
+    from cards import ArtifactError
+    from harness_plugin._caller import parse_caller
+    from harness_plugin._runtime import Runtime
+    from harness_plugin._tools import ToolHost
+
+    host = ToolHost(Runtime(host_config(tmp_path), environ=environ()), environ=environ())
+    here, there = (
+        parse_caller(caller(tmp_path)),
+        parse_caller(caller(tmp_path, project_dir="other")),
+    )
+
+    def args(name: str, version: str, **extra: object) -> dict:
+        fields = {"source_path": name, "title": name, "summary": "s", "source": "w"}
+        return {
+            **fields,
+            "query_fingerprint": fingerprint(name),
+            "source_version": version,
+            **extra,
+        }
+
+    try:
+        export(tmp_path, "p.bin", b"parent")
+        export(tmp_path, "c.bin", b"child")
+        parent = host.call("memory_artifact_record", args("p.bin", "v1"), here)["experiment_id"]
+        foreign = host.call("memory_artifact_record", args("p.bin", "v1"), there)["experiment_id"]
+        assert foreign != parent  # the same bytes, another project's experiment
+        with pytest.raises(ArtifactError) as info:
+            host.call("memory_artifact_record", args("c.bin", "v2", derived_from=[foreign]), here)
+        assert info.value.code == "lineage.unknown_parent"
+        child = host.call(
+            "memory_artifact_record", args("c.bin", "v2", derived_from=[parent]), here
+        )
+        resolved = host.call(
+            "memory_artifact_resolve",
+            {"experiment_id": child["experiment_id"], "current_source_version": "v2"},
+            here,
+        )
+        assert resolved["freshness"] == "stale" and resolved["stale_ancestors"] == [parent]
+        assert resolved["derived_from"] == [parent]
+    finally:
+        host.close()

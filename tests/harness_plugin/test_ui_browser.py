@@ -11,7 +11,7 @@ import os
 import shutil
 
 import pytest
-from ui_helpers import HOSTILE, UiProcess, recorded_project
+from ui_helpers import HOSTILE, running_ui
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(
@@ -27,10 +27,7 @@ FLAGS = [
 
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
-    catalog = recorded_project(tmp_path_factory.mktemp("ui"))
-    process = UiProcess(catalog)
-    yield process, catalog
-    process.stop()
+    yield from running_ui(tmp_path_factory)
 
 
 @pytest.fixture

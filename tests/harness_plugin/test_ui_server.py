@@ -7,15 +7,12 @@ import urllib.error
 import urllib.request
 
 import pytest
-from ui_helpers import HOSTILE, UiProcess, recorded_project
+from ui_helpers import HOSTILE, running_ui
 
 
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
-    catalog = recorded_project(tmp_path_factory.mktemp("ui"))
-    process = UiProcess(catalog)
-    yield process, catalog
-    process.stop()
+    yield from running_ui(tmp_path_factory)
 
 
 def _get(url: str, **headers: str) -> tuple[int, dict[str, str], str]:
