@@ -112,7 +112,8 @@ def experiment(
     card = store.load_card(experiment_id)
     current = query.get("v") or None
     parents = [c for c in store.load_cards(card.derived_from) if c is not None]
-    children = [c for c in store.scan_cards().cards if card.experiment_id in c.derived_from]
+    every = store.scan_cards().cards  # once: children, and the choices to compare with
+    children = [c for c in every if card.experiment_id in c.derived_from]
     sections = [
         f"<h1>{h(card.title)}</h1>",
         card_fields(card),
@@ -126,7 +127,7 @@ def experiment(
         ),
         _table_sections(site, card),
         _how_to(card),
-        _compare_form(site, card, href),
+        _compare_form(every, card, href),
     ]
     return card.title, "".join(sections)
 
@@ -227,8 +228,8 @@ def _suffix(card: ExperimentCardV1) -> str:
     return {"application/vnd.apache.parquet": ".parquet", "text/csv": ".csv"}.get(media, "")
 
 
-def _compare_form(site: Site, card: ExperimentCardV1, href: Href) -> str:
-    others = [c for c in site.store.scan_cards().cards if c.experiment_id != card.experiment_id]
+def _compare_form(every: Sequence[ExperimentCardV1], card: ExperimentCardV1, href: Href) -> str:
+    others = [c for c in every if c.experiment_id != card.experiment_id]
     options = "".join(
         f'<option value="{h(c.experiment_id)}">{h(c.title)} ({h(c.experiment_id[:12])}…)</option>'
         for c in others[:500]
