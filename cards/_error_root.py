@@ -92,6 +92,8 @@ class ErrorCode(enum.StrEnum):
     SLICE_TIMEOUT = "slice.timeout"
     CONSENT_REFUSED = "memory.consent_refused"
     PROJECT_MISMATCH = "memory.project_mismatch"
+    UNKNOWN_PARENT = "lineage.unknown_parent"
+    PARENTS_FIXED = "lineage.parents_fixed"
 
 
 class ArtifactError(Exception):

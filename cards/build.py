@@ -27,6 +27,7 @@ from cards.card import (
     IndexStatus,
     validated,
 )
+from cards.errors import ParentsFixed
 from cards.policy import UNKNOWN_SOURCE_VERSION, IndexState
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ def new_card(
         tags=list(metadata.tags),
         columns=list(metadata.columns),
         shape=None if metadata.shape is None else list(metadata.shape),
+        derived_from=list(metadata.derived_from),
     )
     return validated(card)
 
@@ -133,8 +135,19 @@ def revised_card(
     An optional field `metadata` leaves unset (not in `given`) keeps its value on the card:
     recording the same bytes again without tags keeps the tags; an explicit empty list clears
     them. Identity fields never change (they made the experiment id). New descriptive text is a
-    new projection revision, so an indexed card goes back to `pending`.
+    new projection revision, so an indexed card goes back to `pending`. Parents are fixed when
+    the card is first written (so every parent existed before its child, and lineage has no
+    cycle): a re-record may repeat them or leave them out, never change them.
+
+    Raises:
+        ParentsFixed: `metadata` gives parents other than the card's.
     """
+    if "derived_from" in metadata.given and metadata.derived_from != existing.derived_from:
+        raise ParentsFixed(
+            f"experiment {existing.experiment_id} was first recorded with "
+            f"{len(existing.derived_from)} parent(s); a re-record cannot change them "
+            "(leave --derived-from out, or repeat the same parents in the same order)"
+        )
     descriptive = _descriptive(metadata)
     current = {name: getattr(existing, name) for name in descriptive}
     media_type = existing.artifact.media_type

@@ -66,6 +66,10 @@ _MediaType = Annotated[str, Meta(pattern=MEDIA_TYPE)]
 _Shape = Annotated[list[Annotated[int, Meta(ge=0)]], Meta(max_length=8)]
 _Columns = Annotated[list[Column], Meta(max_length=_L.columns)]
 _Tags = Annotated[list[_Tag], Meta(max_length=_L.tags)]
+# A card's parents: the experiments of its project it was derived from (`cards.lineage`).
+MAX_PARENTS = 16
+_ExperimentIdText = Annotated[str, Meta(pattern=whole(_ids.EXPERIMENT_ID.pattern))]
+_Parents = Annotated[list[_ExperimentIdText], Meta(max_length=MAX_PARENTS)]
 OCTET_STREAM = "application/octet-stream"
 
 
@@ -118,6 +122,12 @@ class _Described(_Document, frozen=True, kw_only=True):
     shape: _Shape | None = None
     columns: _Columns = msgspec.field(default_factory=list)
     tags: _Tags = msgspec.field(default_factory=list)
+    # Descriptive, never identity: the experiment id does not depend on a card's parents.
+    derived_from: _Parents = msgspec.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if len(set(self.derived_from)) != len(self.derived_from):
+            raise ValueError("derived_from names a parent twice")
 
 
 class ExperimentCardV1(_Described, frozen=True, kw_only=True):
@@ -137,6 +147,9 @@ class ExperimentCardV1(_Described, frozen=True, kw_only=True):
     tool_call_id: _Label | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.experiment_id in self.derived_from:
+            raise ValueError("derived_from names the experiment itself")
         expected = experiment_id(
             ProjectId(self.project_id),
             ArtifactId(self.artifact.artifact_id),
@@ -168,7 +181,7 @@ _DECODER = msgspec.json.Decoder(ExperimentCardV1)
 
 # The fields of `CardMetadata` a caller may leave out; a re-record keeps the card's value of one
 # left out (see `cards.build.revised_card`).
-OPTIONAL_METADATA = frozenset({"shape", "columns", "tags", "media_type"})
+OPTIONAL_METADATA = frozenset({"shape", "columns", "tags", "media_type", "derived_from"})
 
 
 class CardMetadata(_Described, frozen=True, kw_only=True):
@@ -256,7 +269,10 @@ def dump_card(card: ExperimentCardV1) -> bytes:
     Raises:
         CardInvalid: `card` breaks a rule (a struct built or replaced without `validated`).
     """
-    return canonical_json(msgspec.to_builtins(validated(card)))
+    document = msgspec.to_builtins(validated(card))
+    if not document["derived_from"]:  # a card without parents keeps the bytes it always had
+        del document["derived_from"]
+    return canonical_json(document)
 
 
 def parse_card(raw: bytes) -> ExperimentCardV1:
@@ -320,6 +336,7 @@ FORMS = {
     "session_id": "a letter or digit, then up to 199 letters, digits, '.', '_' or '-'",
     "summary": "printable text with at least one non-space character (newlines and tabs allowed)",
     "last_error": "an error code: 1-64 of a-z, 0-9, '_' and '.'",
+    "derived_from": "experiment ids (exp_ followed by 52 characters a-z and 2-7)",
 }
 LINE_FORM = "one line of printable text with at least one non-space character"
 

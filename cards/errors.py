@@ -15,6 +15,8 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     │   │   ├── FilterSyntaxError                slice.filter_syntax
     │   │   └── FilterTypeError                  slice.filter_type
     │   ├── UnknownColumn                        slice.unknown_column
+    │   ├── UnknownParent                        lineage.unknown_parent
+    │   ├── ParentsFixed                         lineage.parents_fixed
     │   └── UnsupportedMediaType                 slice.unsupported_media_type
     ├── ShuttingDown (RuntimeError, retryable)   worker.shutting_down
     ├── WorkerInternal (RuntimeError)            worker.internal
@@ -98,6 +100,21 @@ class UnknownTool(InvalidInput):
     """No tool of that name is available (it may be disabled by configuration)."""
 
     code = ErrorCode.UNKNOWN_TOOL
+
+
+class UnknownParent(InvalidInput):
+    """A named parent is not an experiment of the caller's project (missing, or another's)."""
+
+    code = ErrorCode.UNKNOWN_PARENT
+
+
+class ParentsFixed(InvalidInput):
+    """A re-record names other parents: a card's parents are fixed when it is first written.
+
+    That rule is what keeps lineage acyclic: every parent existed before its child.
+    """
+
+    code = ErrorCode.PARENTS_FIXED
 
 
 class InvalidRequest(InvalidInput):

@@ -19,6 +19,7 @@ from cards.card import (
     LABEL_CHARS,
     LINE_BODY,
     LINE_FORM,
+    MAX_PARENTS,
     MEDIA_TYPE_BODY,
     OCTET_STREAM,
     TEXT_BODY,
@@ -46,6 +47,10 @@ FingerprintField = Annotated[str, Field(pattern=_whole(_ids.SHA256_HEX.pattern))
 Shape = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=8)]
 Tags = Annotated[list[Tag], Field(max_length=_L.tags)]
 Columns = Annotated[list[Column], Field(max_length=_L.columns)]
+Parents = Annotated[
+    list[Annotated[str, Field(pattern=_whole(_ids.EXPERIMENT_ID.pattern))]],
+    Field(max_length=MAX_PARENTS),
+]
 
 
 class MetadataFields(BaseModel):
@@ -64,6 +69,11 @@ class MetadataFields(BaseModel):
     )
     source_version: Label = Field(description="dataset snapshot or commit; 'unknown' allowed")
     media_type: MediaType = OCTET_STREAM
+    derived_from: Parents = Field(
+        default=[],
+        description="experiment ids of this project that this result was derived from; each "
+        "must exist already (a re-record keeps the parents the card was first recorded with)",
+    )
 
 
 def _summarise(exc: ValidationError) -> str:

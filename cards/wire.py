@@ -129,6 +129,12 @@ class ResolveResult(BaseModel):
     freshness: Freshness
     verified_at: str
     warnings: list[str]
+    derived_from: list[str] = Field(default=[], description="the experiment's parents")
+    stale_ancestors: list[str] = Field(
+        default=[],
+        description="ancestors of the same source that made `freshness` worse than the "
+        "experiment's own verdict (freshness carries down the lineage)",
+    )
 
 
 class SearchArgs(BaseModel):

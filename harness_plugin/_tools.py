@@ -219,9 +219,12 @@ def _record(host: ToolHost, caller: Caller, args: wire.RecordArgs) -> BaseModel:
         root_agent_id=caller.root_agent_id,
         tool_call_id=caller.call_id,
     )
-    recorded = store.record(
-        host.runtime.config.rlm_root, provenance, args.metadata(), args.source_path
-    )
+    metadata = args.metadata()
+    if metadata.derived_from:  # the model may name parents, only of the project the host chose
+        from harness_plugin._lineage import check_parents
+
+        check_parents(store, metadata.derived_from)
+    recorded = store.record(host.runtime.config.rlm_root, provenance, metadata, args.source_path)
     admission = host.runtime.admit(recorded.card, new_revision=recorded.new_revision)
     host.catalogs[project].put(admission.card)
     if admission.queued:
@@ -235,8 +238,12 @@ def _record(host: ToolHost, caller: Caller, args: wire.RecordArgs) -> BaseModel:
 def _resolve(host: ToolHost, caller: Caller, args: wire.ResolveArgs) -> BaseModel:
     store = host.runtime.stores[host.project_of(caller)]
     resolved = store.resolve(args.experiment_id, args.current_source_version)
-    host.count(f"memory_artifact_resolve.{resolved.freshness}")
-    return wire.ResolveResult.model_validate(_views.resolve_result(resolved))
+    view = _views.resolve_result(resolved)
+    from harness_plugin._lineage import carry_freshness
+
+    carry_freshness(view, store, resolved.card, args.current_source_version)
+    host.count(f"memory_artifact_resolve.{view['freshness']}")
+    return wire.ResolveResult.model_validate(view)
 
 
 def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> BaseModel:

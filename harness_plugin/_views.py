@@ -83,6 +83,8 @@ def resolve_result(resolved: Resolved) -> dict[str, object]:
         "freshness": str(resolved.freshness),
         "verified_at": iso(resolved.verified_at),
         "warnings": list(resolved.warnings),
+        "derived_from": list(resolved.card.derived_from),
+        "stale_ancestors": [],  # filled by `_lineage.carry_freshness`
     }
 
 

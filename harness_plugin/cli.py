@@ -269,6 +269,14 @@ def _record_args(p: argparse.ArgumentParser) -> None:
         metavar="COLUMN",
         help="a column name; repeat for more (omitted on a re-record: kept; --column '' clears)",
     )
+    p.add_argument(
+        "--derived-from",
+        action="append",
+        dest="parents",
+        metavar="EXPERIMENT_ID",
+        help="an experiment of this project the result was derived from; one option per parent "
+        "(fixed at the first record: a re-record keeps them)",
+    )
 
 
 def _resolve_args(p: argparse.ArgumentParser) -> None:
@@ -329,6 +337,26 @@ def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiment_id", help=_EXP_HELP)
     p.add_argument("dest", help="the file to write (refused if it exists, unless --force)")
     p.add_argument("--force", action="store_true", help="replace DEST atomically if it exists")
+
+
+def _lineage_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiment_id", help=_EXP_HELP)
+
+
+def _diff_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("first", metavar="A", help=_EXP_HELP)
+    p.add_argument("second", metavar="B", help="the experiment to compare A with")
+    p.add_argument(
+        "--rows",
+        action="store_true",
+        help="also compare rows, matched by --key (bounded by [slice] max_rows and max_bytes)",
+    )
+    p.add_argument("--key", metavar="COL", help="the column that identifies a row (with --rows)")
+
+
+def _ui_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free)")
+    p.add_argument("--open", action="store_true", help="open the page in a web browser")
 
 
 def _migrate_args(p: argparse.ArgumentParser) -> None:
@@ -410,6 +438,13 @@ _COMMANDS: dict[str, tuple[str, _Configure, str]] = {
     "search": ("search this project's experiment cards", _search_args, _ART + "search"),
     "list": ("this project's experiments, newest first", _list_args, _ART + "list_experiments"),
     "export": ("copy an experiment's verified bytes to a file", _export_args, _ART + "export"),
+    "lineage": (
+        "an experiment's ancestors and descendants",
+        _lineage_args,
+        _ART + "lineage",
+    ),
+    "diff": ("compare two experiments: card, schema, statistics, rows", _diff_args, _ART + "diff"),
+    "ui": ("serve a read-only catalog page on 127.0.0.1", _ui_args, _ART + "ui"),
     "fsck": ("check every object and card of the project", _fsck_args, _OPS + "fsck"),
     "migrate": (
         "copy the local project store into the configured S3-compatible bucket",

@@ -59,8 +59,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from cas.slicing import SliceLimits, TableInfo
+    from harness_plugin.ui import Preview
 
 UNAVAILABLE = "the bytes are not in the store (quarantined or lost); record the original again"
+
+
+PREVIEW_LIMIT = 1_000  # rows `preview` reads: its charts are their distribution
 
 
 class SliceTruncated(UserWarning):
@@ -85,6 +89,11 @@ class Shown:
     available_locally: bool
     table: TableInfo | None
     note: str | None
+
+    def _repr_html_(self) -> str:
+        from harness_plugin.ui import card_html
+
+        return card_html(self.card, freshness=str(self.freshness), info=self.table)
 
 
 def open_store(
@@ -132,7 +141,9 @@ class NotebookStore:
             raise InvalidInput(f"limit must be an integer between 1 and {bound}")
         # The catalog the CLI and worker save; read-only here (the notebook writes nothing).
         catalog = LocalCatalog.open(self._store, self._state_root, save=False)
-        return catalog.search(query, limit)
+        from harness_plugin.ui import SearchHits  # a list that Jupyter shows as a table
+
+        return SearchHits(catalog.search(query, limit))
 
     def list(
         self,
@@ -200,6 +211,19 @@ class NotebookStore:
         except UnsupportedMediaType as exc:
             return replace(shown, note=exc.message)
         return replace(shown, table=info)
+
+    def preview(
+        self, experiment_id: str, columns: Sequence[str] | None = None, where: str | None = None
+    ) -> Preview:
+        """The first rows of a table result (bounded as `read_slice`), charted in Jupyter."""
+        import warnings
+
+        from harness_plugin.ui import Preview
+
+        with warnings.catch_warnings():  # a preview is the first rows: more is no news
+            warnings.simplefilter("ignore", SliceTruncated)
+            rows = self.read_slice(experiment_id, columns, where, limit=PREVIEW_LIMIT)
+        return Preview(rows)
 
     def read_slice(
         self,

@@ -81,8 +81,12 @@ async def record(
     tags: Sequence[str] = (),
     columns: Sequence[str] = (),
     shape: Sequence[int] | None = None,
+    derived_from: Sequence[str] = (),
 ) -> RecordResult:
     """Record a file under `$RLM_SESSION_DIR/exports/` with its experiment card.
+
+    `derived_from` names experiments of this project the result was derived from (the host
+    refuses one that is not, with `lineage.unknown_parent`).
 
     Raises:
         ToolFailed: the host refused (its `code` says why, e.g. `cas.path_escape`).
@@ -100,6 +104,8 @@ async def record(
     }
     if shape is not None:
         arguments["shape"] = list(shape)
+    if derived_from:  # omitted: a re-record keeps the card's parents
+        arguments["derived_from"] = list(derived_from)
     return await _call("memory_artifact_record", arguments, RecordResult)
 
 
