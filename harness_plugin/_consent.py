@@ -58,12 +58,30 @@ def consent(content: str, latest: str) -> Refusal | None:
 
 
 def withholds(message: str) -> bool:
-    """Whether the person asks, anywhere in `message`, not to have something kept.
-
-    Capture then keeps none of the turn: the answer may repeat what was withheld.
-    """
+    """Whether the person asks, anywhere in `message`, not to have something kept."""
     text = " " + _SPACES.sub(" ", _fold(message)) + " "
     return next(_refusals(text), None) is not None
+
+
+def kept_clauses(message: str) -> str:
+    """`message` without the clauses the person withheld (and the refusals themselves).
+
+    Clauses end at `. ! ? ; :` or a line break, the same in the message and in its folded form,
+    so the folded text decides and the person's own text is kept.
+    """
+    folded = " " + _SPACES.sub(" ", _fold(message)) + " "
+    spans = [m.span() for m in re.finditer(r"[^.!?;:\n]+", folded)]
+    pieces = re.split(r"([.!?;:\n])", normalise_text(message))
+    kept: list[str] = []
+    for index in range(0, len(pieces), 2):
+        clause, end = pieces[index], pieces[index + 1] if index + 1 < len(pieces) else ""
+        if not clause.strip(" \t"):
+            kept.append(end if end == "\n" else "")
+            continue
+        span = spans.pop(0) if spans else (0, 0)
+        if not _withheld(folded, *span):
+            kept.append(clause + end)
+    return "".join(kept).strip()
 
 
 _ENDS = ".!?;:\n"
@@ -132,6 +150,7 @@ _REFUSAL = re.compile(
 _HABIT = re.compile(r"\b(?:i|we|they|he|she|it|people)\s+(?:\S+\s+)?$")
 _WANT = re.compile(r"\b(?:want|wish|like|need|rather|prefer|ask|allow)\b")
 _NOT_FORGETTING = re.compile(rf"\bforget\b|\b{_NEG}\s+$")
+_LEAD_IN = re.compile(r"\b(?:please|and|but|so|just|oh|ok|okay|also|then|actually|yes|no)\b,?")
 _BACK = re.compile(
     r"\b(?:that|it|this|those|these|them|the\s+above|what\s+i\s+(?:just\s+)?(?:said|wrote|told))\b"
 )
@@ -158,9 +177,23 @@ def _withheld(text: str, start: int, end: int) -> bool:
         if found.start() < end:
             return True  # before the clause (it holds to the end) or inside it
         between = text[end : found.start()]
-        if sum(between.count(c) for c in ".!?\n") <= 1 and _BACK.search(_sentence_at(text, found)):
+        if (
+            sum(between.count(c) for c in ".!?\n") <= 1
+            and _opens_its_sentence(text, found)
+            and _BACK.search(_sentence_at(text, found))
+        ):
             return True  # "my PIN is 4821. Don't keep that."
     return False
+
+
+def _opens_its_sentence(text: str, found: re.Match[str]) -> bool:
+    """Whether a refusal starts its sentence: else its "it" names what that sentence said first.
+
+    ("My key is X, keep it out of any notes." withholds the key, not the sentence before.)
+    """
+    begin = max(text.rfind(c, 0, found.start()) for c in ".!?\n") + 1
+    lead = _LEAD_IN.sub("", text[begin : found.start()]).strip(" " + _OPENERS)
+    return not lead
 
 
 def _sentence_at(text: str, found: re.Match[str]) -> str:

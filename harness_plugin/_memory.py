@@ -38,7 +38,7 @@ from cards.redaction import outbound_query
 from cas import utc_now
 from harness_plugin._capture import EventTracker, Outcome, UserMessage, count_of
 from harness_plugin._catalogs import LiveCatalog
-from harness_plugin._consent import Refusal, consent, withholds
+from harness_plugin._consent import Refusal, consent, kept_clauses, withholds
 from harness_plugin._conversation import Built, Identity, Redactions, Said, Skip, build_entry
 from harness_plugin._memory_config import CaptureMode, RecallMode
 from harness_plugin._recall import Recall, RecallFailed, item_text, superseded_ids
@@ -111,9 +111,13 @@ class ConversationMemory:
             return self._skipped("capture.project_mismatch")
         if seen.dropped_messages:
             self.count("capture.truncated_messages")
-        if any(said.role == "user" and withholds(said.text) for said in seen.said):
-            return self._skipped("capture.withheld")  # "don't remember this: ..." means none
-        built = self._build(who, seen.turn, list(seen.said), kind="exchange")
+        said = list(seen.said)
+        if any(item.role == "user" and withholds(item.text) for item in said):
+            said = _without_withheld(said)  # "my key is X, keep it out of any notes"
+            self.count("capture.withheld")
+            if not said:
+                return self._skipped("capture.withheld")
+        built = self._build(who, seen.turn, said, kind="exchange")
         if isinstance(built, Skip):
             return self._skipped(str(built))
         if not self._admit(built):
@@ -373,3 +377,9 @@ def _item(hit: MemoryHit, limit: int, superseded: bool = False) -> wire_memory.R
         supersedes=hit.supersedes, superseded=superseded, date=hit.created_at[:10] or None,
         message_id=hit.message_id,
     )  # fmt: skip
+
+
+def _without_withheld(said: list[Said]) -> list[Said]:
+    """The person's messages without what they withheld; no answer (it may repeat it)."""
+    kept = [Said(s.role, s.seq, kept_clauses(s.text)) for s in said if s.role == "user"]
+    return [s for s in kept if s.text]

@@ -438,6 +438,15 @@ def test_a_turn_that_withholds_something_is_not_captured(conv, said):
     assert conv.messages() == []
 
 
+def test_only_what_was_withheld_is_left_out_and_the_answer_with_it(conv):
+    said = "Export tables as Parquet, never CSV. My deploy key is K-1, keep it out of any notes."
+    replies = conv.feed(turn_events(1, said, "Parquet it is; K-1 noted."), session="s-part")
+    assert replies[-1]["captured"]
+    conv.deliver()
+    sent = [m.content for m in conv.messages() if m.metadata["dsh_session_id"] == "s-part"]
+    assert sent == ["Export tables as Parquet, never CSV."]
+
+
 def test_a_turn_that_only_says_dont_forget_is_captured(conv):
     said = "Don't forget to save the cohort table as Parquet."
     replies = conv.feed(turn_events(1, said, "Saved."), session="s-kept")
