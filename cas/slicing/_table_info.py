@@ -25,6 +25,7 @@ from cas.slicing._text_tables import CsvTable, JsonLinesTable
 
 MAX_LISTED_ROW_GROUPS = 1_000
 MAX_SHOWN_CHARS = 100
+_NO_COUNT = "a text table holds no row count or statistics"
 
 Shown = str | int | float | bool
 
@@ -78,19 +79,26 @@ def table_info(table: TableFile, media_type: str) -> TableInfo:
     fields = tuple(FieldInfo(f.name, str(f.type), f.nullable) for f in table.schema)
     if isinstance(table, ParquetTable):
         return _parquet_info(table, fields)
+    if isinstance(table, CsvTable) and table.typed_whole_file:
+        notes = ("column types are inferred over the whole file", *table.notes, _NO_COUNT)
+        return _unmeasured(media_type, fields, 0, *notes)
     if isinstance(table, CsvTable | JsonLinesTable):
-        note = (
-            f"column types are inferred from the first {table.block} bytes; "
-            "a text table holds no row count or statistics"
-        )
-        return _unmeasured(media_type, fields, 0, note)
+        size = table.reader.size
+        if size <= table.block:
+            seen = "the whole file"
+        else:
+            seen = f"the first {table.block} bytes of {size}"
+        note = f"column types are inferred from {seen}"
+        if isinstance(table, CsvTable):
+            note += "; a slice widens a column whose later values do not fit, and says so"
+        return _unmeasured(media_type, fields, 0, note, _NO_COUNT)
     assert isinstance(table, IpcTable)
     note = "an Arrow IPC footer holds no row count or statistics"
     return _unmeasured(ARROW_FILE, fields, table.num_batches, note)
 
 
 def _unmeasured(
-    media_type: str, fields: tuple[FieldInfo, ...], batches: int, note: str
+    media_type: str, fields: tuple[FieldInfo, ...], batches: int, *notes: str
 ) -> TableInfo:
     return TableInfo(
         media_type=media_type,
@@ -102,7 +110,7 @@ def _unmeasured(
         uncompressed_bytes=None,
         columns=(),
         created_by=None,
-        notes=(note,),
+        notes=notes,
     )
 
 

@@ -1,0 +1,95 @@
+"""A scientist's second hour (issue 29): truthful output, typed errors, ids that paste back.
+
+Each test here failed before its fix: the CLI printed "truncated" for the rows a `--limit`
+asked for, "(1 rows)", a raw `ArrowInvalid` for a list column as CSV on stdout, an error for a
+`--limit` above the stdout bound, and nothing about a CSV column it had to widen.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import fingerprint
+from host_helpers import write_config
+
+from harness_plugin.cli import main
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, capsys):
+    config, project_root = write_config(tmp_path, "[slice]\nmax_rows = 1000\n")
+    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
+    monkeypatch.chdir(project_root)
+    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
+    exports.mkdir(parents=True)
+
+    def record(name: str, data: bytes | pa.Table) -> str:
+        if isinstance(data, pa.Table):
+            pq.write_table(data, exports / name)
+        else:
+            (exports / name).write_bytes(data)
+        assert main(["record", "--session", "s1", name, "--title", f"T {name}", "--summary", "S",
+                     "--query-fingerprint", fingerprint(name), "--source", "w",
+                     "--source-version", "v1", "--json"]) == 0  # fmt: skip
+        return str(json.loads(capsys.readouterr().out)["experiment_id"])
+
+    return record
+
+
+def _table(rows: int = 3000) -> pa.Table:
+    return pa.table(
+        {
+            "k": pa.array(range(rows), pa.int64()),
+            "tags": pa.array([[f"t{i % 3}"] * (i % 2) for i in range(rows)]),
+        }
+    )
+
+
+def test_a_limit_reached_as_asked_is_not_called_truncated(cli, capsys):
+    exp = cli("r.parquet", _table())
+    assert main(["slice", exp, "--columns", "k", "--limit", "5"]) == 0
+    captured = capsys.readouterr()
+    assert "(5 rows)" in captured.out and "truncated" not in captured.out
+    assert "stopped" not in captured.err
+    assert main(["slice", exp, "--columns", "k", "--where", "k = 7"]) == 0
+    assert "(1 row)" in capsys.readouterr().out
+    assert main(["slice", exp, "--columns", "k"]) == 0  # the operator's bound: more may match
+    captured = capsys.readouterr()
+    assert "(1000 rows, truncated)" in captured.out and "stopped at the row_limit" in captured.err
+
+
+def test_a_limit_above_the_stdout_bound_is_capped_with_a_message(cli, capsys):
+    exp = cli("r.parquet", _table())
+    assert main(["slice", exp, "--columns", "k", "--limit", "200000", "--format", "csv"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 1 + 1000
+    assert "printing at most 1000 rows" in captured.err and "--out" in captured.err
+
+
+def test_a_list_column_as_csv_on_stdout_is_a_typed_error(cli, capsys):
+    exp = cli("r.parquet", _table())
+    assert main(["slice", exp, "--format", "csv"]) == 1
+    captured = capsys.readouterr()
+    assert "input.invalid" in captured.err and "csv cannot hold a column" in captured.err
+    assert "--columns" in captured.err and "Traceback" not in captured.err
+    assert main(["slice", exp, "--columns", "k", "--limit", "1", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ['"k"', "0"]
+
+
+def test_a_widened_csv_column_is_noted(cli, capsys):
+    rows = 450_000  # past the first two blocks read to infer types, within the whole-file pass
+    lines = ["id,x,note"] + [f"{i},{i}," for i in range(rows)] + [f"{rows},1.5,late"]
+    exp = cli("drift.csv", ("\n".join(lines) + "\n").encode())
+    code = main(["slice", exp, "--where", f"id >= {rows - 1}", "--format", "jsonl"])
+    captured = capsys.readouterr()
+    assert code == 0 and "note: column 'x' holds '1.5' on line" in captured.err
+    assert [json.loads(line) for line in captured.out.splitlines()] == [
+        {"id": rows - 1, "x": rows - 1.0, "note": None},
+        {"id": rows, "x": 1.5, "note": "late"},
+    ]
+    assert main(["show", exp]) == 0
+    shown = capsys.readouterr().out
+    assert "x: double" in shown and "read as double, not int64" in shown
