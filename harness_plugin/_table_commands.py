@@ -49,6 +49,7 @@ from harness_plugin._filter_hints import filter_hints
 from harness_plugin._growth import Growth
 
 MAX_CELL_CHARS = 40
+ARROW_FILE = "application/vnd.apache.arrow.file"
 _ROW_LIMIT = "row_limit"  # a slice's truncated_reason when it kept its row limit
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
 _EXTENSIONS |= {".ndjson": "jsonl", ".txt": "table"}
@@ -126,8 +127,10 @@ def _show_lines(view: dict[str, object]) -> list[str]:
     if not isinstance(table, dict):
         return lines + [f"  {view.get('note', 'not a table')}"]
     rows = "unknown" if table["num_rows"] is None else f"{table['num_rows']:,}"
-    if table["num_row_groups"]:
-        rows += f" in {table['num_row_groups']} row group(s)"
+    groups = table["num_row_groups"]
+    if groups:
+        unit = "record batch" if table["media_type"] == ARROW_FILE else "row group"
+        rows += f" in {groups:,} {unit}{'' if groups == 1 else 'es' if unit[-1] == 'h' else 's'}"
     lines.append(f"  rows        {rows}")
     if table["compressed_bytes"] is not None:
         compressed = _views.human_size(table["compressed_bytes"])

@@ -26,7 +26,7 @@ from cards.card import Column
 from cards.errors import ArtifactError, TableUnreadable
 from cas._chunks import parse_manifest
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
-from cas.slicing._media import PARQUET, SUPPORTED_MEDIA_TYPES
+from cas.slicing._media import ARROW_FILE, PARQUET, SUPPORTED_MEDIA_TYPES
 
 if TYPE_CHECKING:  # loaded by the first table read: a record of other bytes never needs them
     from cas.slicing._isolated import Answer
@@ -53,7 +53,7 @@ def wanted(metadata: CardMetadata, existing: ExperimentCardV1 | None) -> bool:
     given = metadata.given
     columns = "columns" not in given and (existing is None or not existing.columns)
     shape = "shape" not in given and (existing is None or existing.shape is None)
-    return columns or (shape and metadata.media_type == PARQUET)  # only Parquet counts rows
+    return columns or (shape and metadata.media_type in (PARQUET, ARROW_FILE))  # rows counted
 
 
 class Measured(msgspec.Struct, frozen=True):

@@ -62,7 +62,7 @@ def test_show_reads_the_footer(recorded, capsys):
     assert (k["min"], k["max"]) == (0, ROWS - 1)
     assert main(["show", ids["r.parquet"]]) == 0
     text = capsys.readouterr().out
-    assert "3,000 in 3 row group(s)" in text and "k: int64" in text
+    assert "3,000 in 3 row groups" in text and "k: int64" in text
 
 
 def test_show_of_a_non_table_shows_the_card(recorded, capsys):
