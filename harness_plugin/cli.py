@@ -384,7 +384,10 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-_EXP_HELP = "an experiment id (exp_…), or a unique prefix of at least 8 characters after exp_"
+_EXP_HELP = (
+    "an experiment id (exp_…), or a unique prefix of at least 8 characters after exp_ (exp_ may "
+    "be left out, as `list` prints it)"
+)
 _ALIASES = {"list": ["ls"]}
 _Configure = Callable[[argparse.ArgumentParser], None]
 _ART = "_artifact_commands:"

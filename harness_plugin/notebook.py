@@ -118,7 +118,7 @@ def open_store(
 
 
 class NotebookStore:
-    """One project's results, read-only; experiment ids may be unique prefixes (`exp_k3l9qz2a`)."""
+    """One project's results, read-only; experiment ids may be unique prefixes (`exp_k3lmqz2a`)."""
 
     def __init__(self, config: Config, store: ProjectStore) -> None:
         """Use `open_store`; `store` should be `read_only`."""

@@ -93,3 +93,35 @@ def test_a_widened_csv_column_is_noted(cli, capsys):
     assert main(["show", exp]) == 0
     shown = capsys.readouterr().out
     assert "x: double" in shown and "read as double, not int64" in shown
+
+
+def test_the_ids_list_prints_are_accepted_everywhere(cli, capsys, tmp_path):
+    exp = cli("r.parquet", _table(10))
+    assert main(["list"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    short = line.split()[2]
+    assert exp.startswith("exp_" + short) and len(short) == 12
+    for argv in (["show", short], ["slice", short, "--limit", "1"], ["show", exp[4:]]):
+        assert main([*argv, "--json"]) == 0, argv
+        assert json.loads(capsys.readouterr().out)["experiment_id"] == exp
+    from harness_plugin.notebook import open_store
+
+    assert open_store().card(short).experiment_id == exp
+
+
+@pytest.mark.parametrize("missing", ["exp_" + "a" * 52, "exp_aaaaaaaa", "aaaaaaaa"])
+def test_an_id_of_no_experiment_is_one_code_whatever_its_form(cli, capsys, missing):
+    cli("r.parquet", _table(10))
+    assert main(["show", missing, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["error"]["code"] == "cas.experiment_not_found"
+
+
+def test_the_example_id_in_the_error_is_itself_valid(cli, capsys):
+    assert main(["show", "exp_nope", "--json"]) == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "input.invalid_id"
+    import re
+
+    examples = re.findall(r"e\.g\. (\S+) or (\S+)", error["message"])[0]
+    for example in examples:
+        assert re.fullmatch(r"(exp_)?[a-z2-7]{8,}", example), example
