@@ -68,7 +68,7 @@ class ProjectConfig(Section, frozen=True):
 
 
 class LimitsConfig(Section, frozen=True):
-    """Operator bounds; each may only be lowered below the defaults of spec §28.5."""
+    """Operator bounds: the defaults of spec §28.5, which may be lowered (bytes also raised)."""
 
     artifact_bytes: int | None = None
     project_bytes: int | None = None

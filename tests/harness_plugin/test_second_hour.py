@@ -8,6 +8,7 @@ asked for, "(1 rows)", a raw `ArrowInvalid` for a list column as CSV on stdout, 
 from __future__ import annotations
 
 import json
+import warnings
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -125,3 +126,44 @@ def test_the_example_id_in_the_error_is_itself_valid(cli, capsys):
     examples = re.findall(r"e\.g\. (\S+) or (\S+)", error["message"])[0]
     for example in examples:
         assert re.fullmatch(r"(exp_)?[a-z2-7]{8,}", example), example
+
+
+def test_a_notebook_read_is_not_cut_at_the_bounds_for_models(cli):
+    from harness_plugin.notebook import SliceTruncated, open_store
+
+    exp = cli("r.parquet", _table())  # 3000 rows; [slice] max_rows = 1000
+    store = open_store()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither SliceTruncated nor anything else
+        assert store.read_slice(exp, columns=["k"]).column("k").to_pylist() == list(range(3000))
+        assert store.read_slice(exp, limit=2500).num_rows == 2500
+        assert store.read_slice(exp, limit=1).num_rows == 1  # the one row asked for
+        assert store.read_slice(exp, where="k >= 2990").num_rows == 10
+        frame = store.to_pandas(exp, where="k >= 1500") if _has_pandas() else None
+    assert frame is None or len(frame) == 1500
+    with pytest.warns(SliceTruncated):  # an operator's export bound still ends the read
+        _bounded_store(store, 100).read_slice(exp, columns=["k"])
+
+
+def test_a_notebook_resolve_of_a_stale_result_warns(cli):
+    from harness_plugin.notebook import StaleResult, open_store
+
+    exp = cli("r.parquet", _table(10))
+    with pytest.warns(StaleResult, match="stale"):
+        resolved = open_store().resolve(exp, current_source_version="v2")
+    assert resolved.freshness == "stale"
+
+
+def _has_pandas() -> bool:
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _bounded_store(store, rows: int):
+    from cas.slicing import ExportLimits
+
+    store._limits = store._limits.with_export(ExportLimits(max_rows=rows))
+    return store
