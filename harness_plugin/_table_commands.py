@@ -49,6 +49,7 @@ from harness_plugin._filter_hints import filter_hints
 from harness_plugin._growth import Growth
 
 MAX_CELL_CHARS = 40
+_WRITE_BYTES = 1 << 20
 ARROW_FILE = "application/vnd.apache.arrow.file"
 _ROW_LIMIT = "row_limit"  # a slice's truncated_reason when it kept its row limit
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
@@ -295,8 +296,7 @@ def _slice(
     elif not args.json:
         asked = result.truncated_reason == _ROW_LIMIT and result.rows == request.limit
         text = _render_table(result, asked) if fmt == "table" else _encode(result, fmt)
-        out.write(text if isinstance(text, str) else text.decode("utf-8"))
-        out.flush()
+        _write_out(out, text.encode("utf-8") if isinstance(text, str) else text)
     facts: dict[str, object] = {
         "rows": result.rows,
         "truncated": result.truncated,
@@ -311,6 +311,25 @@ def _slice(
     if capped is not None:
         facts["capped"] = capped
     return facts
+
+
+def _write_out(out: TextIO, data: bytes) -> None:
+    """Write `data` to `out` whole, or raise `BrokenPipeError` when its reader has gone.
+
+    A large write to a pipe whose reader closed (`| head -1`) returns a partial count, which
+    Python's buffered stdout drops silently at exit (status 0); written here a piece at a time
+    to the descriptor, the next piece fails with EPIPE, and the command ends with status 141.
+    """
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):  # not a file: a test's capture
+        out.write(data.decode("utf-8"))
+        out.flush()
+        return
+    out.flush()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view[:_WRITE_BYTES]) :]
 
 
 def _columns(text: str | None) -> tuple[str, ...] | None:

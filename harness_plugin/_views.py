@@ -219,11 +219,16 @@ def printable(text: str) -> str:
     )
 
 
+def counted(count: object, noun: str) -> str:
+    """`1 object`, `2 objects`: a count and its noun, plural where it should be."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def fsck_lines(view: dict[str, object]) -> list[str]:
     """`fsck` for a person (bucket keys and entry names escaped)."""
     lines = [
-        f"checked {view['objects']} objects ({human_size(int(str(view['bytes'])))}) "
-        f"and {view['cards']} cards"
+        f"checked {counted(view['objects'], 'object')} ({human_size(int(str(view['bytes'])))}) "
+        f"and {counted(view['cards'], 'card')}"
     ]
     labels = {
         "invalid_objects": "invalid object",
@@ -243,7 +248,7 @@ def fsck_lines(view: dict[str, object]) -> list[str]:
             f"  {label}: {printable(str(item['name'] if isinstance(item, dict) else item))}"
             for item in items
         )
-    lines.append("ok" if view["ok"] else f"{view['problems']} problem(s); see above")
+    lines.append("ok" if view["ok"] else f"{counted(view['problems'], 'problem')}; see above")
     return lines
 
 

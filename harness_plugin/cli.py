@@ -133,6 +133,12 @@ def _main(argv: list[str]) -> int:
             return _usage(True, "no command given; see `artmem --help`")
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if args.run in _NO_CONFIGURATION and (
+        getattr(args, "config", None) or getattr(args, "project", None)
+    ):
+        return _usage(
+            args.json, "demo runs in its own temporary workspace: it takes no --config or --project"
+        )
     _import_msgspec()
     from cards import ArtifactError, ObjectMissing
 
@@ -389,6 +395,7 @@ _EXP_HELP = (
     "be left out, as `list` prints it)"
 )
 _ALIASES = {"list": ["ls"]}
+_NO_CONFIGURATION = frozenset({"_operator_commands:demo"})  # it builds its own workspace
 _Configure = Callable[[argparse.ArgumentParser], None]
 _ART = "_artifact_commands:"
 _OPS = "_operator_commands:"

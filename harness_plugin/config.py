@@ -25,6 +25,7 @@ from cards import (
     Limits,
     ProjectId,
     UnknownProject,
+    excerpt,
     is_honcho_id,
 )
 from cards.structs import HONCHO_ID, error_at, whole
@@ -481,7 +482,9 @@ def load_config(path: str | None, environ: Mapping[str, str] = os.environ) -> Co
         with open(chosen, "rb") as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"cannot read the configuration file: {exc.strerror}") from exc
+        raise ConfigError(
+            f"cannot read the configuration file {excerpt(chosen, 1000)}: {exc.strerror}"
+        ) from exc
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError("the configuration file is larger than 1 MiB")
     try:

@@ -8,7 +8,10 @@ asked for, "(1 rows)", a raw `ArrowInvalid` for a list column as CSV on stdout, 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -167,3 +170,73 @@ def _bounded_store(store, rows: int):
 
     store._limits = store._limits.with_export(ExportLimits(max_rows=rows))
     return store
+
+
+def _npy(descr: str, shape: tuple[int, ...], version: int = 1) -> bytes:
+    header = repr({"descr": descr, "fortran_order": False, "shape": shape}).encode()
+    header += b" " * (63 - (len(header) + 10) % 64) + b"\n"
+    size = len(header).to_bytes(2 if version == 1 else 4, "little")
+    values = 8 * (shape[0] * shape[1] if len(shape) == 2 else 1)
+    return b"\x93NUMPY" + bytes([version, 0]) + size + header + b"\0" * values
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_png_and_npy_are_told_by_their_magic_and_an_arrays_shape_is_recorded(cli, capsys, version):
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
+    shown = {}
+    for name, data in (("plot.bin", png), ("weights.bin", _npy("<f8", (3, 4), version))):
+        exp = cli(name, data)
+        assert main(["show", exp, "--json"]) == 0
+        shown[name] = json.loads(capsys.readouterr().out)
+    assert shown["plot.bin"]["artifact"]["media_type"] == "image/png"
+    assert shown["weights.bin"]["artifact"]["media_type"] == "application/x-npy"
+    assert shown["weights.bin"]["card"]["shape"] == [3, 4]
+
+
+def test_a_hostile_npy_header_records_without_a_shape(cli, capsys):
+    data = b"\x93NUMPY\x01\x00" + (30).to_bytes(2, "little") + b"{'shape': __import__('os')}\n  "
+    exp = cli("evil.npy", data)
+    assert main(["show", exp, "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["artifact"]["media_type"] == "application/x-npy" and view["card"]["shape"] is None
+
+
+def test_export_into_a_directory_keeps_a_name(cli, capsys, tmp_path):
+    exp = cli("r.parquet", _table(10))
+    target = tmp_path / "copies"
+    target.mkdir()
+    assert main(["export", exp, f"{target}/", "--json"]) == 0
+    written = target / f"{exp}.parquet"
+    assert json.loads(capsys.readouterr().out)["path"] == str(written)
+    assert pq.read_table(written).num_rows == 10
+
+
+def test_a_missing_configuration_file_is_named(tmp_path, monkeypatch, capsys):
+    missing = tmp_path / "nope.toml"
+    monkeypatch.setenv("ARTMEM_CONFIG", str(missing))
+    assert main(["list", "--json"]) == 1
+    assert str(missing) in json.loads(capsys.readouterr().out)["error"]["message"]
+
+
+def test_fsck_counts_in_the_singular(cli, capsys):
+    cli("r.parquet", _table(10))
+    assert main(["fsck"]) == 0
+    assert "checked 1 object (" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option", [["--config", "x.toml"], ["--project", "p"]])
+def test_demo_refuses_options_it_cannot_use(capsys, option):
+    assert main(["demo", *option, "--json"]) == 2
+    assert (
+        "takes no --config or --project" in json.loads(capsys.readouterr().out)["error"]["message"]
+    )
+
+
+def test_a_reader_that_closes_early_ends_the_slice_with_status_141(cli):
+    exp = cli("big.parquet", pa.table({"k": range(1000), "s": ["x" * 3000] * 1000}))  # 3 MB
+    artmem = str(Path(sys.executable).parent / "artmem")
+    with subprocess.Popen([artmem, "slice", exp, "--format", "csv"], stdout=subprocess.PIPE) as p:
+        assert p.stdout is not None
+        assert p.stdout.readline() == b'"k","s"\n'
+        p.stdout.close()  # as `| head -1` does, long before 3 MB could fit in the pipe
+        assert p.wait() == 141
