@@ -105,12 +105,12 @@ def search_hit(
         "artifact_id": artifact_id,
         "title": card.title if card is not None else None,
         "summary": None if summary is None else _preview(summary),
-        "data_source": card.source if card is not None else None,
+        "source": card.source if card is not None else None,
         "source_version": card.source_version if card is not None else None,
         "tags": list(card.tags) if card is not None else [],
         "score": round(score, 4),
         "exact": list(exact),
-        "source": str(source),
+        "origin": str(source),
         "trust": UNTRUSTED,
         "index_state": str(card.index.state) if card is not None else "unknown",
         "available_locally": available_locally,
@@ -196,9 +196,7 @@ def search_lines(hits: list[dict[str, object]], skipped: int) -> list[str]:
             assert isinstance(exact, list)
             how = "exact: " + ", ".join(map(str, exact)) if exact else "lexical"
             lines.append(f"{n:>2}. {hit['title']!r}  [{how}, score {hit['score']}]")
-            lines.append(
-                f"    {hit['experiment_id']}  {hit['data_source']} @ {hit['source_version']}"
-            )
+            lines.append(f"    {hit['experiment_id']}  {hit['source']} @ {hit['source_version']}")
             if not hit["available_locally"]:
                 lines.append(f"    not available locally: {UNAVAILABLE_HINT}")
     if skipped:

@@ -240,3 +240,20 @@ def test_a_reader_that_closes_early_ends_the_slice_with_status_141(cli):
         assert p.stdout.readline() == b'"k","s"\n'
         p.stdout.close()  # as `| head -1` does, long before 3 MB could fit in the pipe
         assert p.wait() == 141
+
+
+def test_source_means_the_data_source_in_every_json(cli, capsys):
+    exp = cli("r.parquet", _table(10))
+    assert main(["search", "r.parquet", "--json"]) == 0
+    (hit,) = [h for h in json.loads(capsys.readouterr().out)["hits"] if h["experiment_id"] == exp]
+    assert main(["list", "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["experiments"]
+    assert hit["source"] == entry["source"] == "w"  # the card's source, as `record --source`
+    assert hit["origin"] == "local" and "data_source" not in hit
+
+
+def test_the_tool_schema_follows_the_wire():
+    from cards.wire import SearchHit
+
+    fields = SearchHit.model_json_schema()["properties"]
+    assert {"source", "origin"} <= set(fields) and "data_source" not in fields
