@@ -295,7 +295,7 @@ def _slice(
         file_bytes = len(data)
     elif not args.json:
         asked = result.truncated_reason == _ROW_LIMIT and result.rows == request.limit
-        text = _render_table(result, asked) if fmt == "table" else _encode(result, fmt)
+        text = render_table(result, asked) if fmt == "table" else _encode(result, fmt)
         _write_out(out, text.encode("utf-8") if isinstance(text, str) else text)
     facts: dict[str, object] = {
         "rows": result.rows,
@@ -357,11 +357,11 @@ def _encode(result: SliceResult, fmt: str) -> bytes:
         for row in result.table.to_pylist():
             sink.write(orjson.dumps(row, default=str) + b"\n")
     else:
-        return _render_table(result).encode("utf-8")
+        return render_table(result).encode("utf-8")
     return sink.getvalue()
 
 
-def _render_table(result: SliceResult, asked: bool = False) -> str:
+def render_table(result: SliceResult, asked: bool = False) -> str:
     """An aligned text table for a person (cells bounded, control characters escaped)."""
     names = [_cell(name) for name in result.columns]  # a file's names, escaped like cells
     rows = [[_cell(value) for value in row.values()] for row in result.table.to_pylist()]

@@ -283,6 +283,10 @@ class NotebookStore:
                 source, request, path, "parquet", limits=self._limits, outside=self._managed
             )
             table = pq.read_table(path, use_threads=False)
+        if not result.columns:  # Parquet keeps no row count without a column: a count only
+            import pyarrow as pa
+
+            table = pa.table({"n": pa.nulls(result.rows)}).select([])
         asked = request.limit is not None and result.rows == request.limit
         return _noted(table, result.notes, result.truncated_reason, asked)
 

@@ -142,6 +142,7 @@ def test_a_notebook_read_is_not_cut_at_the_bounds_for_models(cli):
         assert store.read_slice(exp, limit=2500).num_rows == 2500
         assert store.read_slice(exp, limit=1).num_rows == 1  # the one row asked for
         assert store.read_slice(exp, where="k >= 2990").num_rows == 10
+        assert store.read_slice(exp, columns=[], where="k >= 500").num_rows == 2500  # a count
         frame = store.to_pandas(exp, where="k >= 1500") if _has_pandas() else None
     assert frame is None or len(frame) == 1500
     with pytest.warns(SliceTruncated):  # an operator's export bound still ends the read
