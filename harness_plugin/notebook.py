@@ -278,7 +278,7 @@ class NotebookStore:
         from cas.slicing import export_slice
 
         with tempfile.TemporaryDirectory(prefix="artmem-read-") as scratch:
-            path = os.path.join(scratch, "slice.parquet")
+            path = os.path.join(scratch, "rows.parquet")
             result = export_slice(
                 source, request, path, "parquet", limits=self._limits, outside=self._managed
             )

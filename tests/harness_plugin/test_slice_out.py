@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import orjson
@@ -223,13 +224,14 @@ def test_the_export_bounds_are_strict_configuration(tmp_path):
             parse_config(text + f"[slice]\n{bad}\n")
 
 
-def test_the_notebook_keeps_the_slice_bounds(host):
+def test_the_notebook_reads_past_the_bounds_for_models(host):
     from harness_plugin.notebook import SliceTruncated, open_store
 
     env, cwd, _, ids = host
     store = open_store(config=env["ARTMEM_CONFIG"], cwd=str(cwd))
-    with pytest.warns(SliceTruncated):
-        assert store.read_slice(ids["parquet"], columns=["k"]).num_rows == 1000
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SliceTruncated)  # an operator's read: every row
+        assert store.read_slice(ids["parquet"], columns=["k"]).num_rows == ROWS
 
 
 # -- memory: bounded by a batch, not by the result ----------------------------------------------
