@@ -12,8 +12,17 @@ from cards.errors import ConfigError, QuotaExceeded
 UNKNOWN_SOURCE_VERSION = "unknown"
 
 
+RAISABLE: Final = {"artifact_bytes": 1 << 40, "project_bytes": 1 << 50}
+"""The bounds on an operator's own bytes, which the operator may also raise, up to these
+ceilings (a terabyte per file, a petabyte per project): the specification gives them as
+defaults. The others bound what reaches a model or the index, and may only be lowered."""
+
+
 class Limits(msgspec.Struct, frozen=True):
-    """Resource and metadata bounds (spec §28.5); an operator may lower them, never raise them."""
+    """Resource and metadata bounds (spec §28.5); an operator may lower them.
+
+    The `RAISABLE` ones may also be raised, up to their ceilings.
+    """
 
     artifact_bytes: int = 1 << 30
     project_bytes: int = 20 << 30
@@ -27,11 +36,11 @@ class Limits(msgspec.Struct, frozen=True):
     search_results: int = 20
 
     def lowered(self, **overrides: int) -> Limits:
-        """These limits with some lowered.
+        """These limits with some lowered (or, for `RAISABLE` ones, raised to their ceiling).
 
         Raises:
             ConfigError: a name is unknown, or a value is not a positive integer at most the
-                default.
+                default (or the ceiling).
         """
         defaults = msgspec.structs.asdict(self)
         for name, value in overrides.items():
@@ -39,6 +48,10 @@ class Limits(msgspec.Struct, frozen=True):
                 raise ConfigError(f"limits.{name} is not a known limit")
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"limits.{name} must be a positive integer")
+            if name in RAISABLE:
+                if value > RAISABLE[name]:
+                    raise ConfigError(f"limits.{name} = {value} is above {RAISABLE[name]}")
+                continue
             if value > defaults[name]:
                 raise ConfigError(
                     f"limits.{name} = {value} is above the default {defaults[name]}; "

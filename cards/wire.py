@@ -149,7 +149,8 @@ class SearchArgs(BaseModel):
 class SearchHit(BaseModel):
     """One experiment card hit, labelled with its origin, trust and local availability.
 
-    `source` is where the hit came from; `data_source` is the card's own `source` field.
+    `source` is the card's own `source` field (the data source), as in every other view of a
+    card; `origin` is where the hit came from (the local catalog, Honcho, or both).
     """
 
     model_config = _OUT
@@ -159,12 +160,12 @@ class SearchHit(BaseModel):
     artifact_id: str
     title: str | None
     summary: str | None
-    data_source: str | None
+    source: str | None
     source_version: str | None
     tags: list[str]
     score: float
     exact: list[str]
-    source: HitSource
+    origin: HitSource
     trust: Trust = UNTRUSTED
     index_state: str
     available_locally: bool

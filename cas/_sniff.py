@@ -1,8 +1,9 @@
 """The media type of recorded bytes, told by their content, never by their name alone.
 
-Parquet and Arrow carry magic numbers at both ends, so they are recognised for certain. CSV and
-JSON carry none; the file name's extension names them only when the content names nothing.
-Reads a few bytes at each end of an open file: no pyarrow on the record path.
+Parquet and Arrow carry magic numbers at both ends, so they are recognised for certain; PNG
+images and NumPy `.npy` arrays by the magic number they start with. CSV and JSON carry none;
+the file name's extension names them only when the content names nothing. Reads a few bytes
+at each end of an open file: no pyarrow on the record path.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ OCTET_STREAM = "application/octet-stream"
 PARQUET = "application/vnd.apache.parquet"
 ARROW_FILE = "application/vnd.apache.arrow.file"
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+PNG = "image/png"
+NPY = "application/x-npy"
 MAGIC_TYPES = frozenset({PARQUET, ARROW_FILE, ARROW_STREAM})
+"""The table formats a magic number proves: an explicit type never contradicts them."""
+PROVEN_TYPES = MAGIC_TYPES | {PNG, NPY}
+"""Every type a magic number proves (an image or array may still be recorded as another type)."""
 _EXTENSIONS = {
     ".csv": "text/csv",
     ".tsv": "text/tab-separated-values",
@@ -27,6 +33,8 @@ _EXTENSIONS = {
 _ARROW_MAGIC = b"ARROW1"
 _CONTINUATION = b"\xff\xff\xff\xff"
 _END_OF_STREAM = _CONTINUATION + b"\x00\x00\x00\x00"
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+NPY_MAGIC = b"\x93NUMPY"
 
 
 class MediaTypeMismatch(InvalidInput):
@@ -52,7 +60,7 @@ def detect(fd: int, size: int, name: str, metadata: CardMetadata) -> CardMetadat
         return metadata
     if detected is None:
         return metadata
-    return metadata.with_values({"media_type": detected}, given=detected in MAGIC_TYPES)
+    return metadata.with_values({"media_type": detected}, given=detected in PROVEN_TYPES)
 
 
 def sniff(fd: int, size: int, name: str) -> str | None:
@@ -65,6 +73,10 @@ def sniff(fd: int, size: int, name: str) -> str | None:
         return ARROW_FILE
     if size >= 16 and head[:4] == _CONTINUATION and tail == _END_OF_STREAM:
         return ARROW_STREAM
+    if size > 8 and head == _PNG_MAGIC:
+        return PNG
+    if size >= 10 and head[:6] == NPY_MAGIC:
+        return NPY
     return _EXTENSIONS.get(os.path.splitext(name)[1].lower())
 
 

@@ -127,10 +127,12 @@ def _run(
             f"artmem slice {experiment[:12]} --columns patient_id,response --where 'patient_id < 5'"
         )
     )
-    for row in piece.table.to_pylist():
-        say(f"   patient {row['patient_id']}: response {row['response']:.3f}")
+    from harness_plugin._table_commands import render_table  # what `artmem slice` prints
+
+    for line in render_table(piece).splitlines():
+        say(f"   {line}")
     size = resolved.card.artifact.bytes
-    say(f"   ({piece.chunks_verified} of {-(-size // (4 << 20))} chunks read and verified)")
+    say(f"   it read and verified {piece.chunks_verified} of {-(-size // (4 << 20))} chunks")
     say("\nEverything above ran locally; Honcho was not needed.")
     return steps
 
@@ -207,5 +209,5 @@ def _write_result(path: Path) -> Path:
 def _slice(store: Store, experiment: str) -> SliceResult:
     from cas.slicing import SliceRequest, read_slice
 
-    request = SliceRequest(columns=("patient_id", "response"), where="patient_id < 5", limit=5)
+    request = SliceRequest(columns=("patient_id", "response"), where="patient_id < 5")
     return read_slice(store.locate(experiment).source, request)

@@ -17,6 +17,19 @@ from harness_plugin._views import human_size, iso
 CHUNK_BYTES = 1 << 20
 SHORT_ID_CHARS = 12
 _PREFIX = "exp_"
+_SUFFIXES = {
+    "application/vnd.apache.parquet": ".parquet",
+    "application/vnd.apache.arrow.file": ".arrow",
+    "application/vnd.apache.arrow.stream": ".arrows",
+    "text/csv": ".csv",
+    "text/tab-separated-values": ".tsv",
+    "application/json": ".json",
+    "application/jsonl": ".jsonl",
+    "application/x-ndjson": ".jsonl",
+    "text/plain": ".txt",
+    "image/png": ".png",
+    "application/x-npy": ".npy",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,18 +142,21 @@ def export(
     """Copy an experiment's verified bytes to `dest`, atomically, hashing what is written.
 
     `dest`'s directory must lie outside every directory in `outside` (the store's roots).
+    A `dest` that is a directory receives `<experiment_id><suffix of its media type>`.
 
     Raises:
         PathRejected: `dest` is inside one of `outside`.
-        InvalidInput: `dest` exists and `force` is not set, or `dest` is a directory.
+        InvalidInput: `dest` exists and `force` is not set.
         IntegrityError: the bytes copied differ from the card's size or SHA-256 (no file left).
         StoreIOError: `dest` could not be written.
         (and what `ProjectStore.resolve` raises)
     """
     resolved = store.resolve(experiment_id)
     artifact = resolved.card.artifact
-    if os.path.isdir(dest):
-        raise InvalidInput(f"the destination is a directory: {dest}")
+    if os.path.isdir(dest):  # a file named after the experiment, inside it
+        dest = os.path.join(dest, experiment_id + _SUFFIXES.get(artifact.media_type, ""))
+        if os.path.isdir(dest):
+            raise InvalidInput(f"the destination is a directory: {dest}")
     exists = os.path.lexists(dest)
     if exists and not force:
         raise InvalidInput(f"the destination exists: {dest} (pass --force to replace it)")

@@ -1,19 +1,25 @@
-"""Experiment ids as people type them: the full id, or a unique prefix of it."""
+"""Experiment ids as people type them: the full id, or a unique prefix of it.
+
+The prefix may leave out `exp_`, as `list` prints it. An id or prefix of no experiment of the
+project is `ExperimentNotFound`, whichever form it has; a malformed one is `InvalidId`.
+"""
 
 from __future__ import annotations
 
 import re
 
 from cards import InvalidId
+from cards.errors import ExperimentNotFound
 from cas import Store
 
 MIN_PREFIX = 8
 _LISTED = 10
 _FULL = re.compile(r"exp_[a-z2-7]{52}")
-_PREFIX = re.compile(rf"exp_[a-z2-7]{{{MIN_PREFIX},51}}")
+_PREFIX = re.compile(rf"(?:exp_)?[a-z2-7]{{{MIN_PREFIX},52}}")
 EXPECTED_FORM = (
-    "an experiment id is exp_ followed by 52 characters a-z and 2-7 (as `record`, `list` and "
-    f"`search` print it), or a unique prefix of at least {MIN_PREFIX} of them, e.g. exp_k3l9qz2a"
+    "an experiment id is exp_ followed by 52 characters a-z and 2-7 (as `record` and `search` "
+    f"print it), or a unique prefix of at least {MIN_PREFIX} of them, with or without exp_ (as "
+    "`list` prints it), e.g. exp_k3lmqz2a or k3lmqz2a"
 )
 
 
@@ -34,18 +40,23 @@ def expand(store: Store, text: str) -> str:
 
     Raises:
         InvalidId: `text` is neither an id nor a long enough prefix (the message shows the
-            form), or is a prefix of no experiment of the project.
+            form).
+        ExperimentNotFound: `text` is a prefix of no experiment of the project.
         AmbiguousId: the prefix matches more than one experiment.
     """
     if _FULL.fullmatch(text):
         return text
     if not _PREFIX.fullmatch(text):
         raise InvalidId(f"not a valid experiment id: {EXPECTED_FORM}")
+    if not text.startswith("exp_"):
+        text = "exp_" + text
+    if _FULL.fullmatch(text):
+        return text
     matches = sorted(
         c.experiment_id for c in store.scan_cards().cards if c.experiment_id.startswith(text)
     )
     if len(matches) > 1:
         raise AmbiguousId(text, matches)
     if not matches:
-        raise InvalidId(f"no experiment of this project starts with {text}")
+        raise ExperimentNotFound(f"no experiment of this project starts with {text}")
     return matches[0]

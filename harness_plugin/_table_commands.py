@@ -42,12 +42,16 @@ from cas.slicing import (
     describe,
     export_slice,
     read_slice,
+    refused_columns,
 )
 from harness_plugin import _views
 from harness_plugin._filter_hints import filter_hints
 from harness_plugin._growth import Growth
 
 MAX_CELL_CHARS = 40
+_WRITE_BYTES = 1 << 20
+ARROW_FILE = "application/vnd.apache.arrow.file"
+_ROW_LIMIT = "row_limit"  # a slice's truncated_reason when it kept its row limit
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
 _EXTENSIONS |= {".ndjson": "jsonl", ".txt": "table"}
 
@@ -124,8 +128,10 @@ def _show_lines(view: dict[str, object]) -> list[str]:
     if not isinstance(table, dict):
         return lines + [f"  {view.get('note', 'not a table')}"]
     rows = "unknown" if table["num_rows"] is None else f"{table['num_rows']:,}"
-    if table["num_row_groups"]:
-        rows += f" in {table['num_row_groups']} row group(s)"
+    groups = table["num_row_groups"]
+    if groups:
+        unit = "record batch" if table["media_type"] == ARROW_FILE else "row group"
+        rows += f" in {groups:,} {unit}{'' if groups == 1 else 'es' if unit[-1] == 'h' else 's'}"
     lines.append(f"  rows        {rows}")
     if table["compressed_bytes"] is not None:
         compressed = _views.human_size(table["compressed_bytes"])
@@ -202,9 +208,16 @@ def slice_view(
         raise
     meta = {**header, **facts, "out": args.out, "format": fmt}
     notices = [f"warning: {w}" for w in header["warnings"]]  # type: ignore[attr-defined]
+    notices += [f"note: {n}" for n in facts["notes"]]  # type: ignore[attr-defined]
     if notice is not None:
         notices.append(notice)
-    if facts["truncated"]:
+    capped = facts.pop("capped", None)
+    if capped is not None:
+        notices.append(
+            f"(printing at most {capped} rows, the [slice] max_rows for rows on stdout; "
+            "write csv, jsonl or parquet to --out FILE to stream every row)"
+        )
+    if facts["truncated"] and not _as_asked(facts, request):
         more = "; csv, jsonl or parquet stream all of them" if fmt == "table" and args.out else ""
         notices.insert(
             0, f"(stopped at the {facts['truncated_reason']}: more rows may match{more})"
@@ -244,7 +257,13 @@ def _export_facts(result: ExportResult) -> dict[str, object]:
         "columns": result.columns,
         "bytes_read": result.bytes_read,
         "chunks_verified": result.chunks_verified,
+        "notes": list(result.notes),
     }
+
+
+def _as_asked(facts: dict[str, object], request: SliceRequest) -> bool:
+    """Whether a slice stopped at the very number of rows its `--limit` asked for."""
+    return facts["truncated_reason"] == _ROW_LIMIT and facts["rows"] == request.limit
 
 
 def _slice(
@@ -264,6 +283,10 @@ def _slice(
             "to --out to stream any number of rows",
             limit=limits.max_rows,
         )
+    capped = None
+    if not args.out and request.limit is not None and request.limit > limits.max_rows:
+        capped = limits.max_rows  # a person asking for many rows on stdout gets the most it may
+        request = msgspec.structs.replace(request, limit=capped)
     result = read_slice(source, request, limits=limits)
     file_bytes = None
     if args.out:
@@ -271,10 +294,10 @@ def _slice(
         _write_atomically(args.out, data, outside)
         file_bytes = len(data)
     elif not args.json:
-        text = _render_table(result) if fmt == "table" else _encode(result, fmt)
-        out.write(text if isinstance(text, str) else text.decode("utf-8"))
-        out.flush()
-    return {
+        asked = result.truncated_reason == _ROW_LIMIT and result.rows == request.limit
+        text = render_table(result, asked) if fmt == "table" else _encode(result, fmt)
+        _write_out(out, text.encode("utf-8") if isinstance(text, str) else text)
+    facts: dict[str, object] = {
         "rows": result.rows,
         "truncated": result.truncated,
         "truncated_reason": result.truncated_reason,
@@ -283,7 +306,30 @@ def _slice(
         "columns": result.columns,
         "bytes_read": result.bytes_read,
         "chunks_verified": result.chunks_verified,
+        "notes": list(result.notes),
     }
+    if capped is not None:
+        facts["capped"] = capped
+    return facts
+
+
+def _write_out(out: TextIO, data: bytes) -> None:
+    """Write `data` to `out` whole, or raise `BrokenPipeError` when its reader has gone.
+
+    A large write to a pipe whose reader closed (`| head -1`) returns a partial count, which
+    Python's buffered stdout drops silently at exit (status 0); written here a piece at a time
+    to the descriptor, the next piece fails with EPIPE, and the command ends with status 141.
+    """
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):  # not a file: a test's capture
+        out.write(data.decode("utf-8"))
+        out.flush()
+        return
+    out.flush()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view[:_WRITE_BYTES]) :]
 
 
 def _columns(text: str | None) -> tuple[str, ...] | None:
@@ -303,18 +349,19 @@ def _encode(result: SliceResult, fmt: str) -> bytes:
     if fmt == "parquet":
         pq.write_table(result.table, sink)
     elif fmt == "csv":
-        pacsv.write_csv(result.table, sink)
+        with refused_columns(fmt):  # a list or struct column, as an export to a file says
+            pacsv.write_csv(result.table, sink)
     elif fmt == "jsonl":
         import orjson  # here: with dataclasses, ~11 ms that other formats need not pay
 
         for row in result.table.to_pylist():
             sink.write(orjson.dumps(row, default=str) + b"\n")
     else:
-        return _render_table(result).encode("utf-8")
+        return render_table(result).encode("utf-8")
     return sink.getvalue()
 
 
-def _render_table(result: SliceResult) -> str:
+def render_table(result: SliceResult, asked: bool = False) -> str:
     """An aligned text table for a person (cells bounded, control characters escaped)."""
     names = [_cell(name) for name in result.columns]  # a file's names, escaped like cells
     rows = [[_cell(value) for value in row.values()] for row in result.table.to_pylist()]
@@ -322,7 +369,8 @@ def _render_table(result: SliceResult) -> str:
     lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    lines.append(f"({result.rows} rows{', truncated' if result.truncated else ''})")
+    count = f"{result.rows} row{'' if result.rows == 1 else 's'}"
+    lines.append(f"({count}{', truncated' if result.truncated and not asked else ''})")
     return "\n".join(lines) + "\n"
 
 

@@ -107,12 +107,12 @@ def search_hit(
         "artifact_id": artifact_id,
         "title": card.title if card is not None else None,
         "summary": None if summary is None else _preview(summary),
-        "data_source": card.source if card is not None else None,
+        "source": card.source if card is not None else None,
         "source_version": card.source_version if card is not None else None,
         "tags": list(card.tags) if card is not None else [],
         "score": round(score, 4),
         "exact": list(exact),
-        "source": str(source),
+        "origin": str(source),
         "trust": UNTRUSTED,
         "index_state": str(card.index.state) if card is not None else "unknown",
         "available_locally": available_locally,
@@ -198,9 +198,7 @@ def search_lines(hits: list[dict[str, object]], skipped: int) -> list[str]:
             assert isinstance(exact, list)
             how = "exact: " + ", ".join(map(str, exact)) if exact else "lexical"
             lines.append(f"{n:>2}. {hit['title']!r}  [{how}, score {hit['score']}]")
-            lines.append(
-                f"    {hit['experiment_id']}  {hit['data_source']} @ {hit['source_version']}"
-            )
+            lines.append(f"    {hit['experiment_id']}  {hit['source']} @ {hit['source_version']}")
             if not hit["available_locally"]:
                 lines.append(f"    not available locally: {UNAVAILABLE_HINT}")
     if skipped:
@@ -221,11 +219,16 @@ def printable(text: str) -> str:
     )
 
 
+def counted(count: object, noun: str) -> str:
+    """`1 object`, `2 objects`: a count and its noun, plural where it should be."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def fsck_lines(view: dict[str, object]) -> list[str]:
     """`fsck` for a person (bucket keys and entry names escaped)."""
     lines = [
-        f"checked {view['objects']} objects ({human_size(int(str(view['bytes'])))}) "
-        f"and {view['cards']} cards"
+        f"checked {counted(view['objects'], 'object')} ({human_size(int(str(view['bytes'])))}) "
+        f"and {counted(view['cards'], 'card')}"
     ]
     labels = {
         "invalid_objects": "invalid object",
@@ -245,7 +248,7 @@ def fsck_lines(view: dict[str, object]) -> list[str]:
             f"  {label}: {printable(str(item['name'] if isinstance(item, dict) else item))}"
             for item in items
         )
-    lines.append("ok" if view["ok"] else f"{view['problems']} problem(s); see above")
+    lines.append("ok" if view["ok"] else f"{counted(view['problems'], 'problem')}; see above")
     return lines
 
 

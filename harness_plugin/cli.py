@@ -133,6 +133,12 @@ def _main(argv: list[str]) -> int:
             return _usage(True, "no command given; see `artmem --help`")
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if args.run in _NO_CONFIGURATION and (
+        getattr(args, "config", None) or getattr(args, "project", None)
+    ):
+        return _usage(
+            args.json, "demo runs in its own temporary workspace: it takes no --config or --project"
+        )
     _import_msgspec()
     from cards import ArtifactError, ObjectMissing
 
@@ -412,8 +418,12 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-_EXP_HELP = "an experiment id (exp_…), or a unique prefix of at least 8 characters after exp_"
+_EXP_HELP = (
+    "an experiment id (exp_…), or a unique prefix of at least 8 characters after exp_ (exp_ may "
+    "be left out, as `list` prints it)"
+)
 _ALIASES = {"list": ["ls"]}
+_NO_CONFIGURATION = frozenset({"_operator_commands:demo"})  # it builds its own workspace
 _Configure = Callable[[argparse.ArgumentParser], None]
 _ART = "_artifact_commands:"
 _OPS = "_operator_commands:"

@@ -25,6 +25,7 @@ from cards import (
     Limits,
     ProjectId,
     UnknownProject,
+    excerpt,
     is_honcho_id,
 )
 from cards.structs import HONCHO_ID, error_at, whole
@@ -68,7 +69,7 @@ class ProjectConfig(Section, frozen=True):
 
 
 class LimitsConfig(Section, frozen=True):
-    """Operator bounds; each may only be lowered below the defaults of spec §28.5."""
+    """Operator bounds: the defaults of spec §28.5, which may be lowered (bytes also raised)."""
 
     artifact_bytes: int | None = None
     project_bytes: int | None = None
@@ -486,7 +487,9 @@ def load_config(path: str | None, environ: Mapping[str, str] = os.environ) -> Co
         with open(chosen, "rb") as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"cannot read the configuration file: {exc.strerror}") from exc
+        raise ConfigError(
+            f"cannot read the configuration file {excerpt(chosen, 1000)}: {exc.strerror}"
+        ) from exc
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError("the configuration file is larger than 1 MiB")
     try:

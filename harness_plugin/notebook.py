@@ -37,11 +37,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from cards import (
     ExperimentCardV1,
@@ -58,7 +61,7 @@ from harness_plugin.config import Config, load_config
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from cas.slicing import SliceLimits, TableInfo
+    from cas.slicing import SliceLimits, SliceRequest, SliceSource, TableInfo
     from harness_plugin.ui import Preview
 
 UNAVAILABLE = "the bytes are not in the store (quarantined or lost); record the original again"
@@ -73,6 +76,10 @@ class SliceTruncated(UserWarning):
 
 class StaleResult(UserWarning):
     """A result's source version differs from the current one, or cannot be compared."""
+
+
+class TypeWidened(UserWarning):
+    """A CSV column was read with a wider type than its first block suggested, and why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,13 +123,14 @@ def open_store(
 
 
 class NotebookStore:
-    """One project's results, read-only; experiment ids may be unique prefixes (`exp_k3l9qz2a`)."""
+    """One project's results, read-only; experiment ids may be unique prefixes (`exp_k3lmqz2a`)."""
 
     def __init__(self, config: Config, store: Store) -> None:
         """Use `open_store`; `store` should be `read_only`."""
         self._store = store
         self._state_root = config.state_root
         self._limits: SliceLimits = config.slice.resolve()
+        self._managed = config.managed_roots
 
     @property
     def project_id(self) -> str:
@@ -184,7 +192,9 @@ class NotebookStore:
             ObjectMissing: the bytes are not in the store.
             IntegrityError: the bytes differ from the card.
         """
-        return self._store.resolve(self._expand(experiment_id), current_source_version)
+        resolved = self._store.resolve(self._expand(experiment_id), current_source_version)
+        _warn_stale(resolved.warnings)
+        return resolved
 
     def show(self, experiment_id: str, current_source_version: str | None = None) -> Shown:
         """The card and, for a table, its schema, rows and sizes from its footer.
@@ -235,10 +245,15 @@ class NotebookStore:
         *,
         current_source_version: str | None = None,
     ) -> pa.Table:
-        """Chosen columns and matching rows of a table result, bounded like `artmem slice`.
+        """Chosen columns and matching rows of a table result: every matching row by default.
 
-        Warns `SliceTruncated` when a bound stopped the read, and `StaleResult` when the
-        result's freshness is in doubt against `current_source_version`.
+        This is an operator's own read, so the bounds on what reaches a model (`[slice]
+        max_rows`, `max_bytes`) do not cut it: a slice beyond them is streamed by the bounded
+        child into a temporary Parquet file (as `artmem slice --out`), within the export bounds
+        (`export_max_rows`, `export_max_bytes`, `export_max_seconds`), and read from there.
+
+        Warns `SliceTruncated` when a bound stopped the read before the rows asked for, and
+        `StaleResult` when the result's freshness is in doubt against `current_source_version`.
 
         Raises:
             InvalidId: `experiment_id` is malformed, or a prefix of no or several cards.
@@ -258,16 +273,35 @@ class NotebookStore:
             offset=offset,
         )
         located = self._store.locate(self._expand(experiment_id), current_source_version)
-        result = read_slice(located.source, request, limits=self._limits)
-        for note in located.warnings:
-            warnings.warn(note, StaleResult, stacklevel=2)
-        if result.truncated:
-            message = (
-                f"stopped at the {result.truncated_reason} after {result.rows} rows: more rows "
-                "may match; narrow `where`, or page with `offset`"
+        _warn_stale(located.warnings)
+        fits = limit is not None and limit <= self._limits.max_rows
+        if limit is None:
+            request = msgspec.structs.replace(request, limit=self._limits.max_rows)
+        if fits or limit is None:
+            result = read_slice(located.source, request, limits=self._limits)
+            if not result.truncated or (result.rows == limit and fits):
+                return _noted(result.table, result.notes, result.truncated_reason, True)
+        request = msgspec.structs.replace(request, limit=limit)  # past the in-memory bounds
+        return self._read_through_file(located.source, request)
+
+    def _read_through_file(self, source: SliceSource, request: SliceRequest) -> pa.Table:
+        """Every row `request` asks for, streamed into a temporary Parquet file and read back."""
+        import pyarrow.parquet as pq
+
+        from cas.slicing import export_slice
+
+        with tempfile.TemporaryDirectory(prefix="artmem-read-") as scratch:
+            path = os.path.join(scratch, "rows.parquet")
+            result = export_slice(
+                source, request, path, "parquet", limits=self._limits, outside=self._managed
             )
-            warnings.warn(message, SliceTruncated, stacklevel=2)
-        return result.table
+            table = pq.read_table(path, use_threads=False)
+        if not result.columns:  # Parquet keeps no row count without a column: a count only
+            import pyarrow as pa
+
+            table = pa.table({"n": pa.nulls(result.rows)}).select([])
+        asked = request.limit is not None and result.rows == request.limit
+        return _noted(table, result.notes, result.truncated_reason, asked)
 
     def to_pandas(
         self,
@@ -325,3 +359,21 @@ class NotebookStore:
 
     def _expand(self, experiment_id: str) -> str:
         return _shortids.expand(self._store, experiment_id)
+
+
+def _warn_stale(notes: Sequence[str]) -> None:
+    for note in notes:
+        warnings.warn(note, StaleResult, stacklevel=3)
+
+
+def _noted(table: pa.Table, notes: Sequence[str], reason: str | None, asked: bool) -> pa.Table:
+    """`table`, once its notes are warned, and `SliceTruncated` if a bound cut it short."""
+    for note in notes:
+        warnings.warn(note, TypeWidened, stacklevel=4)
+    if reason is not None and not asked:
+        message = (
+            f"stopped at the {reason} after {table.num_rows} rows: more rows may match; narrow "
+            "`where`, page with `offset`, or raise the [slice] export bounds"
+        )
+        warnings.warn(message, SliceTruncated, stacklevel=4)
+    return table

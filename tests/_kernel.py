@@ -83,7 +83,7 @@ async def consumer():
         rows=piece.rows,
         truncated=piece.truncated,
         first=piece.table.column("patient_id")[0].as_py(),
-        hit_sources=[h.source for h in hits],
+        hit_sources=[h.origin for h in hits],
         env=sorted(os.environ),
     )
 

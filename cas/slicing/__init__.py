@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
+    from cas.slicing._encoders import refused_columns
     from cas.slicing._export import ExportResult, export_slice
     from cas.slicing._limits import DEFAULT_SLICE_LIMITS, ExportLimits, SliceLimits
     from cas.slicing._reader import SliceSource
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from cas.slicing._table_info import TableInfo
 
 _EXPORTS = {
+    "refused_columns": "cas.slicing._encoders",
     "ExportResult": "cas.slicing._export",
     "export_slice": "cas.slicing._export",
     "DEFAULT_SLICE_LIMITS": "cas.slicing._limits",
@@ -63,6 +65,7 @@ __all__ = [
     "describe",
     "export_slice",
     "read_slice",
+    "refused_columns",
 ]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

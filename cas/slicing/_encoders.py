@@ -109,7 +109,7 @@ def open_sink(fmt: str, output: FileOutput, schema: pa.Schema, bounds: TableBoun
     Raises:
         InvalidInput: `fmt` is not an export format, or cannot hold a column of `schema`.
     """
-    with _unsupported(fmt):
+    with refused_columns(fmt):
         if fmt == "parquet":
             row_group = min(MAX_ROW_GROUP_BYTES, max(1, bounds.max_decoded_bytes // 2))
             return ParquetSink(output, schema, row_group)
@@ -121,8 +121,8 @@ def open_sink(fmt: str, output: FileOutput, schema: pa.Schema, bounds: TableBoun
 
 
 @contextlib.contextmanager
-def _unsupported(fmt: str) -> Iterator[None]:
-    """A writer refusing a column type at its construction says which format, and what to do."""
+def refused_columns(fmt: str) -> Iterator[None]:
+    """A writer refusing a column type says which format, and what to do (`InvalidInput`)."""
     try:
         yield
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:

@@ -31,7 +31,7 @@ from cas import _fs
 from cas.slicing._collect import BYTE_BUDGET, ROW_LIMIT, collect, output_schema, read_schema
 from cas.slicing._encoders import EXPORT_FORMATS, FileOutput, open_sink
 from cas.slicing._expr import Node, parse_filter
-from cas.slicing._formats import open_table
+from cas.slicing._formats import open_table, settle_types, type_notes
 from cas.slicing._isolated import Answer, Bounds, bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import check_media_type
@@ -42,7 +42,13 @@ from cas.slicing._reader import (
     load_manifest,
     verified_object,
 )
-from cas.slicing._slice import SliceRequest, check_request, plan_scan, table_errors
+from cas.slicing._slice import (
+    SliceRequest,
+    check_request,
+    needed_columns,
+    plan_scan,
+    table_errors,
+)
 from cas.slicing._tables import prepare_child
 
 UNBOUNDED_ROWS = 2**63 - 1
@@ -66,6 +72,8 @@ class ExportResult(msgspec.Struct, frozen=True):
     bytes_read: int
     chunks_verified: int
     batches_read: int
+    notes: tuple[str, ...] = ()
+    """What reading changed in the inferred types: a CSV column widened, and why."""
 
 
 def export_slice(
@@ -168,6 +176,8 @@ def _export_in_child(
     output = FileOutput(fd)
     with table_errors(reader, limits), _write_errors(output):
         table_file = open_table(media_type, reader, limits.table_bounds)
+        # Rows go to the file as they are read: a CSV's columns are typed over the whole file.
+        settle_types(table_file, needed_columns(table_file.schema, request, node), always=True)
         try:
             scan = plan_scan(table_file.schema, request, node, limit)
         except InvalidInput:  # the caller plans again against the schema, and raises there
@@ -185,6 +195,7 @@ def _export_in_child(
                 "bytes": collected.nbytes,
                 "file_bytes": output.written,
                 "columns": collected.schema.names,
+                "notes": type_notes(table_file),
             }
         )
 
@@ -221,6 +232,9 @@ def _result(
         or not all(isinstance(name, str) for name in columns)
     ):
         raise TableUnreadable("the table's reader answered nonsense")
+    notes = value.get("notes", [])
+    if not isinstance(notes, list):
+        raise TableUnreadable("the table's reader answered nonsense")
     rows = _count(value, "rows")
     if rows > limit:
         raise TableUnreadable("the table's reader answered more rows than asked")
@@ -236,6 +250,7 @@ def _result(
         bytes_read=stats.bytes_read,
         chunks_verified=stats.chunks_verified,
         batches_read=_count(value, "batches"),
+        notes=tuple(str(note) for note in notes),
     )
 
 

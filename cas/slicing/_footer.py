@@ -26,7 +26,7 @@ from cards.card import Column
 from cards.errors import ArtifactError, TableUnreadable
 from cas._chunks import parse_manifest
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
-from cas.slicing._media import PARQUET, SUPPORTED_MEDIA_TYPES
+from cas.slicing._media import ARROW_FILE, PARQUET, SUPPORTED_MEDIA_TYPES
 
 if TYPE_CHECKING:  # loaded by the first table read: a record of other bytes never needs them
     from cas.slicing._isolated import Answer
@@ -35,6 +35,9 @@ if TYPE_CHECKING:  # loaded by the first table read: a record of other bytes nev
 # A record waits for this; a slice or `show` may take the operator's full budget.
 FOOTER_LIMITS = DEFAULT_SLICE_LIMITS.lowered(max_seconds=10)
 MAX_NAME_CHARS = 256  # longer than any card column may be: the store skips it, knowing why
+MAX_NPY_HEADER = 64 << 10
+MAX_NPY_DIMENSIONS = 8  # as many as a card's shape holds
+NPY = "application/x-npy"
 _ANSWER_BYTES = 8 << 20
 
 
@@ -44,6 +47,8 @@ class TableFacts(msgspec.Struct, frozen=True):
     columns: tuple[str, ...]
     width: int
     rows: int | None
+    shape: tuple[int, ...] | None = None
+    """An array's whole shape (a `.npy` header's), which a card takes as it is."""
 
 
 def wanted(metadata: CardMetadata, existing: ExperimentCardV1 | None) -> bool:
@@ -53,7 +58,7 @@ def wanted(metadata: CardMetadata, existing: ExperimentCardV1 | None) -> bool:
     given = metadata.given
     columns = "columns" not in given and (existing is None or not existing.columns)
     shape = "shape" not in given and (existing is None or existing.shape is None)
-    return columns or (shape and metadata.media_type == PARQUET)  # only Parquet counts rows
+    return columns or (shape and metadata.media_type in (PARQUET, ARROW_FILE))  # rows counted
 
 
 class Measured(msgspec.Struct, frozen=True):
@@ -84,6 +89,8 @@ def measure(
 
     A table that cannot be read gives no facts and a warning saying why.
     """
+    if metadata.media_type == NPY:
+        return _npy_measured(fd, metadata, existing)
     if not wanted(metadata, existing):
         return NOT_MEASURED
     try:
@@ -96,6 +103,54 @@ def measure(
                 "recorded without them",
             ),
         )
+
+
+def _npy_measured(fd: int, metadata: CardMetadata, existing: ExperimentCardV1 | None) -> Measured:
+    """A NumPy array's shape, from its header: the card's `shape`, as a table's rows × columns."""
+    if "shape" in metadata.given or (existing is not None and existing.shape is not None):
+        return NOT_MEASURED
+    try:
+        _, shape = npy_header(fd)
+    except TableUnreadable as exc:
+        return Measured(None, (f"the shape was not read from the array ({exc.message})",))
+    return Measured(TableFacts((), len(shape), None, shape=shape))
+
+
+def npy_header(fd: int) -> tuple[str, tuple[int, ...]]:
+    """The dtype and shape a `.npy` file's header declares (format versions 1 to 3).
+
+    The header is a Python dict literal of at most `MAX_NPY_HEADER` bytes, parsed with
+    `ast.literal_eval` (literals only, never code).
+
+    Raises:
+        TableUnreadable: the header is malformed, too long, or not an array's.
+    """
+    import ast
+
+    head = os.pread(fd, 12, 0)
+    if len(head) < 10 or head[:6] != b"\x93NUMPY" or head[6] not in (1, 2, 3):
+        raise TableUnreadable("not a .npy file")
+    size, start = (
+        (int.from_bytes(head[8:10], "little"), 10)
+        if head[6] == 1
+        else (int.from_bytes(head[8:12], "little"), 12)
+    )
+    if size > MAX_NPY_HEADER:
+        raise TableUnreadable(f"the .npy header is longer than {MAX_NPY_HEADER} bytes")
+    raw = os.pread(fd, size, start)
+    try:
+        header = ast.literal_eval(raw.decode("latin-1" if head[6] < 3 else "utf-8"))
+    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError) as exc:
+        raise TableUnreadable("the .npy header is not a dict literal") from exc
+    descr = header.get("descr") if isinstance(header, dict) else None
+    shape = header.get("shape") if isinstance(header, dict) else None
+    if (
+        not isinstance(shape, tuple)
+        or len(shape) > MAX_NPY_DIMENSIONS
+        or not all(type(n) is int and 0 <= n < 2**63 for n in shape)
+    ):
+        raise TableUnreadable("the .npy header has no valid shape")
+    return str(descr)[:MAX_NAME_CHARS], shape
 
 
 def read_facts(
@@ -178,7 +233,9 @@ def with_facts(
         if names:
             updates["columns"] = names
     if "shape" not in given and (existing is None or existing.shape is None):
-        if facts.rows is not None:
+        if facts.shape is not None:
+            updates["shape"] = list(facts.shape)
+        elif facts.rows is not None:
             updates["shape"] = [facts.rows, facts.width]
     if not updates:
         return metadata, warnings

@@ -1,11 +1,14 @@
 """Opening a verified object as a table of its media type: footed (Parquet, Arrow) or text.
 
 Footed formats have their trailer (magic bytes and footer length) checked against the bounds
-before pyarrow parses anything; text formats are typed from a bounded first block. Either way
+before pyarrow parses anything; text formats are typed from a bounded first block (a CSV's
+columns then over its whole file: `settle_types`). Either way
 the column count is capped before a scan is planned.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from cas.slicing._limits import TableBounds
 from cas.slicing._media import DELIMITERS, PARQUET, TEXT_MEDIA_TYPES, check_media_type
@@ -34,3 +37,21 @@ def open_table(media_type: str, reader: VerifiedReader, bounds: TableBounds) -> 
         table = (ParquetTable if media_type == PARQUET else IpcTable)(reader, bounds)
     check_width(len(table.schema.names), bounds)  # decoding every name raises UnicodeError early
     return table
+
+
+def settle_types(table: TableFile, names: Iterable[str], *, always: bool = False) -> None:
+    """Type the columns `names` of a CSV over its whole file, if it is small or `always`.
+
+    Other formats' types hold for the whole file already.
+
+    Raises:
+        TableUnreadable: the file cannot be read to its end.
+        TableTooLarge: a row or value is longer than a block.
+    """
+    if isinstance(table, CsvTable) and (always or table.whole_file):
+        table.settle(names)
+
+
+def type_notes(table: TableFile) -> list[str]:
+    """What reading the table changed in its inferred types (a CSV's widened columns)."""
+    return list(table.notes) if isinstance(table, CsvTable) else []

@@ -137,6 +137,19 @@ class IpcLayout:
             raise TableUnreadable(f"the Arrow file has no record batch {index}")
         return self._decoded(self.batches[index], _RECORD_BATCH, frozenset(fields))
 
+    def rows(self, index: int) -> int:
+        """The row count record batch `index` declares in its message header.
+
+        Raises:
+            TableUnreadable: there is no such batch, or its header is malformed or negative.
+        """
+        if not 0 <= index < len(self.batches):
+            raise TableUnreadable(f"the Arrow file has no record batch {index}")
+        rows = self._batch_header(self.batches[index], _RECORD_BATCH).scalar(0, "<q")
+        if rows < 0:
+            raise TableUnreadable(f"record batch {index} of the Arrow file declares {rows} rows")
+        return rows
+
     def _refuse_over(self, total: int, what: str) -> None:
         if total > self._bound:
             raise TableTooLarge(

@@ -44,7 +44,7 @@ from cas.slicing._collect import (
 )
 from cas.slicing._expr import Node, filter_columns, parse_filter
 from cas.slicing._expr_check import compile_predicate
-from cas.slicing._formats import open_table
+from cas.slicing._formats import open_table, settle_types, type_notes
 from cas.slicing._isolated import MAX_ANSWER_BYTES, Answer, Bounds, bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import check_media_type
@@ -57,6 +57,7 @@ from cas.slicing._reader import (
 )
 from cas.slicing._table_info import TableInfo, info_as_answer, info_from_answer, table_info
 from cas.slicing._tables import Scan, prepare_child
+from cas.slicing._text_tables import CsvTable, TypeDrift
 
 _MAX_OFFSET = 2**63 - 1
 
@@ -83,6 +84,8 @@ class SliceResult(msgspec.Struct, frozen=True):
     bytes_read: int
     chunks_verified: int
     batches_read: int
+    notes: tuple[str, ...] = ()
+    """What reading changed in the inferred types: a CSV column widened, and why."""
 
 
 def read_slice(
@@ -170,25 +173,37 @@ def _slice_in_child(
     prepare_child()
     with table_errors(reader, limits):
         table_file = open_table(media_type, reader, limits.table_bounds)
-        try:
-            scan = plan_scan(table_file.schema, request, node, limit)
-        except InvalidInput:  # the caller plans again against the schema, and raises there
-            return Answer({"schema_only": True}, table_file.schema.serialize())
-        sink = IpcSink()
-        collected = collect(table_file, scan, request.offset, limit, max_bytes, sink)
-        collected.finish()
-        return Answer({"reason": collected.reason, "batches": collected.seen}, sink.getvalue())
+        settle_types(table_file, needed_columns(table_file.schema, request, node))
+        while True:
+            try:
+                scan = plan_scan(table_file.schema, request, node, limit)
+            except InvalidInput:  # the caller plans again against the schema, and raises there
+                return Answer({"schema_only": True}, table_file.schema.serialize())
+            sink = IpcSink()
+            try:
+                collected = collect(table_file, scan, request.offset, limit, max_bytes, sink)
+            except TypeDrift as drift:  # no row has left: read again with the column widened
+                assert isinstance(table_file, CsvTable)
+                table_file.widen(drift)
+                continue
+            collected.finish()
+            value = {"reason": collected.reason, "batches": collected.seen}
+            return Answer({**value, "notes": type_notes(table_file)}, sink.getvalue())
+
+
+def needed_columns(schema: pa.Schema, request: SliceRequest, node: Node | None) -> set[str]:
+    """The columns of `schema` a request reads: its output columns and its filter's."""
+    names = set(schema.names if request.columns is None else request.columns)
+    return names | (set() if node is None else set(filter_columns(node)))
 
 
 def describe_work(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
     """In the child: the table's description, as JSON (`_footer` builds on it too)."""
     prepare_child()
     with table_errors(reader, limits):
-        return Answer(
-            info_as_answer(
-                table_info(open_table(media_type, reader, limits.table_bounds), media_type)
-            )
-        )
+        table = open_table(media_type, reader, limits.table_bounds)
+        settle_types(table, table.schema.names)  # a small CSV: every column, over the whole file
+        return Answer(info_as_answer(table_info(table, media_type)))
 
 
 def _result(
@@ -205,6 +220,9 @@ def _result(
     table = read_stream(answer.payload)
     if table.num_rows > limit:
         raise TableUnreadable("the table's reader answered more rows than asked")
+    notes = value.get("notes", [])
+    if not isinstance(notes, list):
+        raise TableUnreadable("the table's reader answered nonsense")
     return SliceResult(
         table=table,
         rows=table.num_rows,
@@ -215,6 +233,7 @@ def _result(
         bytes_read=stats.bytes_read,
         chunks_verified=stats.chunks_verified,
         batches_read=seen,
+        notes=tuple(str(note) for note in notes),
     )
 
 

@@ -3,10 +3,10 @@
 Nothing here decodes data pages: Parquet's footer holds every figure. It runs in the bounded
 child of `_isolated` (pyarrow aborts the process on some malformed footers' column-chunk
 metadata), and the description crosses back as JSON (`info_from_answer`). An Arrow IPC footer
-holds only the schema and the record-batch count; its row count would need every batch's
-header (a read spread over the whole file), so it is reported as unknown. A text table (CSV,
-JSON Lines) has no footer at all: its schema is inferred from its first block, and its row count
-would need the whole file, so it is unknown too.
+holds the schema and where each record batch lies; each batch's message header gives its rows
+(read for up to `MAX_LISTED_ROW_GROUPS` batches). A text table (CSV, JSON Lines) has no footer
+at all: its schema is inferred (`_text_tables`), and its row count would need the whole file,
+so it is unknown.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from cas.slicing._text_tables import CsvTable, JsonLinesTable
 
 MAX_LISTED_ROW_GROUPS = 1_000
 MAX_SHOWN_CHARS = 100
+_NO_COUNT = "a text table holds no row count or statistics"
+_NO_STATS = "an Arrow IPC file holds no column statistics"
 
 Shown = str | int | float | bool
 
@@ -78,19 +80,25 @@ def table_info(table: TableFile, media_type: str) -> TableInfo:
     fields = tuple(FieldInfo(f.name, str(f.type), f.nullable) for f in table.schema)
     if isinstance(table, ParquetTable):
         return _parquet_info(table, fields)
+    if isinstance(table, CsvTable) and table.typed_whole_file:
+        notes = ("column types are inferred over the whole file", *table.notes, _NO_COUNT)
+        return _unmeasured(media_type, fields, 0, *notes)
     if isinstance(table, CsvTable | JsonLinesTable):
-        note = (
-            f"column types are inferred from the first {table.block} bytes; "
-            "a text table holds no row count or statistics"
-        )
-        return _unmeasured(media_type, fields, 0, note)
+        size = table.reader.size
+        if size <= table.block:
+            seen = "the whole file"
+        else:
+            seen = f"the first {table.block} bytes of {size}"
+        note = f"column types are inferred from {seen}"
+        if isinstance(table, CsvTable):
+            note += "; a slice widens a column whose later values do not fit, and says so"
+        return _unmeasured(media_type, fields, 0, note, _NO_COUNT)
     assert isinstance(table, IpcTable)
-    note = "an Arrow IPC footer holds no row count or statistics"
-    return _unmeasured(ARROW_FILE, fields, table.num_batches, note)
+    return _ipc_info(table, fields)
 
 
 def _unmeasured(
-    media_type: str, fields: tuple[FieldInfo, ...], batches: int, note: str
+    media_type: str, fields: tuple[FieldInfo, ...], batches: int, *notes: str
 ) -> TableInfo:
     return TableInfo(
         media_type=media_type,
@@ -102,13 +110,43 @@ def _unmeasured(
         uncompressed_bytes=None,
         columns=(),
         created_by=None,
-        notes=(note,),
+        notes=notes,
+    )
+
+
+def _ipc_info(table: IpcTable, fields: tuple[FieldInfo, ...]) -> TableInfo:
+    """Rows and sizes from each record batch's message header (no buffer is decoded).
+
+    Past `MAX_LISTED_ROW_GROUPS` batches the headers are not read (each may lie in another
+    chunk, which must be verified): the row count is then unknown.
+    """
+    count = table.num_batches
+    if count > MAX_LISTED_ROW_GROUPS:
+        note = f"the row count is not read from more than {MAX_LISTED_ROW_GROUPS} record batches"
+        return _unmeasured(ARROW_FILE, fields, count, note, _NO_STATS)
+    layout = table.layout()
+    every = range(len(table.schema))
+    groups = tuple(
+        RowGroupInfo(layout.rows(i), layout.batches[i].body, layout.declared(i, every))
+        for i in range(count)
+    )
+    return TableInfo(
+        media_type=ARROW_FILE,
+        fields=fields,
+        num_rows=sum(g.rows for g in groups),
+        num_row_groups=count,
+        row_groups=groups,
+        compressed_bytes=sum(g.compressed_bytes for g in groups),
+        uncompressed_bytes=sum(g.uncompressed_bytes for g in groups),
+        columns=(),
+        created_by=None,
+        notes=(_NO_STATS,),
     )
 
 
 def _parquet_info(table: ParquetTable, fields: tuple[FieldInfo, ...]) -> TableInfo:
     meta = table.metadata
-    totals = [_Totals(meta.schema.column(j).path) for j in range(meta.num_columns)]
+    totals = [_Totals(meta.schema.column(j)) for j in range(meta.num_columns)]
     groups: list[RowGroupInfo] = []
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
@@ -165,10 +203,12 @@ def info_from_answer(answer: object) -> TableInfo:
 class _Totals:
     """Running totals of one leaf column across row groups."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, column: pq.ColumnSchema) -> None:
+        self.path = column.path
         self.compressed = self.uncompressed = 0
-        self.nulls: int | None = 0
+        # A leaf inside a list counts an empty list (and a null list) as a null: not the nulls
+        # a person means, so none is shown.
+        self.nulls: int | None = 0 if column.max_repetition_level == 0 else None
         self.low: object = None
         self.high: object = None
         self.ranged = True
@@ -206,7 +246,9 @@ class _Totals:
 
 def _shown(value: object) -> Shown | None:
     """A statistic as a short JSON-ready value."""
-    if value is None or isinstance(value, bool | int | float):
+    if isinstance(value, float):
+        return value + 0.0  # a writer stores a zero minimum as -0.0 (the Parquet spec says so)
+    if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, bytes):
         return _shown_text(value.hex())

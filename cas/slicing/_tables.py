@@ -250,9 +250,7 @@ class IpcTable:
         """
         wanted = scan.needed or frozenset(self.schema.names[:1])
         fields = sorted(self.schema.get_field_index(name) for name in wanted)
-        layout = IpcLayout(self.reader, self.schema, max_decoded=self._bounds.max_decoded_bytes)
-        if len(layout.batches) != self.num_batches:
-            raise TableUnreadable("the Arrow file's footer lists its batches inconsistently")
+        layout = self.layout()
         options = ipc.IpcReadOptions(
             ensure_alignment=ipc.Alignment.DataTypeSpecific,
             included_fields=fields,
@@ -262,6 +260,17 @@ class IpcTable:
         # IPC buffers are taken as written: without full validation, corrupt offsets make
         # compute kernels read out of bounds (observed as segfaults when fuzzing pyarrow 26).
         return 0, filtered(_checked_batches(reader, layout, fields), scan, validate=True)
+
+    def layout(self) -> IpcLayout:
+        """The file's blocks, read from its footer by `IpcLayout`.
+
+        Raises:
+            TableUnreadable: the footer is malformed, or lists another number of batches.
+        """
+        layout = IpcLayout(self.reader, self.schema, max_decoded=self._bounds.max_decoded_bytes)
+        if len(layout.batches) != self.num_batches:
+            raise TableUnreadable("the Arrow file's footer lists its batches inconsistently")
+        return layout
 
 
 def _checked_batches(

@@ -1,10 +1,19 @@
 """The text table formats: CSV (and TSV) and JSON Lines, streamed in bounded blocks.
 
-Text has no footer, so the schema is inferred from a bounded first block, and every later block
-is converted to those types: a later value that does not fit (an int column that turns to
-floats, a CSV row with more fields) is `TableUnreadable`, and says that the types came from the
-first block. A CSV column empty throughout the first block is read as text, not as pyarrow's
-`null` type, which no later value would fit. Invalid UTF-8 is refused, not inferred as binary.
+Text has no footer, so the schema is inferred from a bounded first block. A CSV column's type
+must then hold for the whole file: a column whose later values do not fit is widened (int64 to
+float64 to text, any other type to text), never read with two types in one slice. A CSV of at
+most `WHOLE_FILE_BYTES` is typed over the whole file before any row is read (`CsvTable.settle`,
+a streaming pass over the needed columns that restarts with the widened type), so every slice
+and `show` agree. A larger one is sliced with the first block's types, and a value that does
+not fit restarts the slice with that column widened before any row leaves the child (a slice's
+rows cross only when it is done; an export, whose rows go to a file as they are read, settles
+its columns first); the result notes each widening. Blank cells and pyarrow's null tokens
+(`NA`, `null`, `NaN`, ...) are null in every column, as pandas reads them. A CSV column empty
+throughout the first block is read as text, not as pyarrow's `null` type. A JSON Lines value
+that does not fit the first block's type, or a CSV row with more fields, is `TableUnreadable`
+and says that the types came from the first block. Invalid UTF-8 is refused, not inferred as
+binary.
 
 Nothing reads the whole file. CSV goes through pyarrow's streaming reader over the verified
 reader; that reader keeps up to 32 blocks read ahead on its I/O thread (not configurable from
@@ -21,7 +30,8 @@ Runs in the bounded child of `_isolated`, like the footed readers of `_tables`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -37,6 +47,21 @@ MAX_BLOCK_BYTES = 4 << 20
 MIN_BLOCK_BYTES = 64 << 10
 READ_AHEAD_BLOCKS = 33  # pyarrow's CSV read-ahead queue (32), and the block being parsed
 _STRADDLES = "straddl"  # pyarrow's word for a row or value that does not fit in one block
+WHOLE_FILE_BYTES = 8 << 20
+"""A CSV this small is typed over the whole file before a slice (a pass of about 0.1 s)."""
+_DRIFT = re.compile(
+    r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to ([^:]+): invalid value '(.*)'"
+)
+_WIDER = {pa.int64(): pa.float64(), pa.float64(): pa.string()}
+
+
+class TypeDrift(TableUnreadable):
+    """A CSV value that does not fit its column's type: the column is widened and read again."""
+
+    def __init__(self, message: str, column: int, found: str) -> None:
+        super().__init__(message)
+        self.column = column
+        self.found = found
 
 
 def block_bytes(bounds: TableBounds) -> int:
@@ -59,27 +84,89 @@ class CsvTable:
         if head[: self.block].split(b"\n", 1)[0].count(delimiter.encode()) >= bounds.max_columns:
             check_width(bounds.max_columns + 1, bounds)  # before pyarrow builds every column
         read = pacsv.ReadOptions(use_threads=False, block_size=self.block)
+        nulls = pacsv.ConvertOptions(strings_can_be_null=True)
         with _block_errors(self.block):
-            inferred = pacsv.open_csv(pa.BufferReader(head), read, self._parse).schema
+            inferred = pacsv.open_csv(pa.BufferReader(head), read, self._parse, nulls).schema
         binary = [f.name for f in inferred if pa.types.is_binary(f.type)]
         if binary:
             raise TableUnreadable(f"column {excerpt(binary[0])} holds text that is not UTF-8")
         self.schema = pa.schema([_as_text_if_null(f) for f in inferred])
+        self._inferred = self.schema
+        self.whole_file = reader.size <= WHOLE_FILE_BYTES
+        """Whether every column is typed over the whole file before it is read."""
+        self.notes: list[str] = []
+        """One line per widened column: what it was inferred as, and why it was widened."""
+        # Text cannot drift; nor can anything when the first block is the whole file.
+        self._settled = {f.name for f in self.schema if pa.types.is_string(f.type)}
+        if len(head) >= reader.size:
+            self._settled.update(self.schema.names)
+
+    @property
+    def typed_whole_file(self) -> bool:
+        """Whether every column's type is known to hold for the whole file."""
+        return set(self.schema.names) <= self._settled
+
+    def settle(self, names: Iterable[str]) -> None:
+        """Type the columns `names` over the whole file, widening each until every value fits.
+
+        A streaming pass over those columns alone; each value that does not fit widens its
+        column one step and starts the pass again (at most twice per column).
+        """
+        pending = [n for n in self.schema.names if n in set(names) and n not in self._settled]
+        while pending:
+            try:
+                for _ in self._stream(pending):
+                    pass
+            except TypeDrift as drift:
+                self.widen(drift)
+                pending = [n for n in pending if n not in self._settled]
+                continue
+            break
+        self._settled.update(pending)
+
+    def widen(self, drift: TypeDrift) -> None:
+        """Widen the column a value did not fit, and note it (it is then typed anew).
+
+        Raises:
+            TypeDrift: the column cannot be widened (no step is left).
+        """
+        if not 0 <= drift.column < len(self.schema):
+            raise drift
+        field = self.schema.field(drift.column)
+        wider = _WIDER.get(field.type, pa.string())
+        if field.type == wider:
+            raise drift
+        self.schema = self.schema.set(drift.column, field.with_type(wider))
+        if pa.types.is_string(wider):
+            self._settled.add(field.name)
+        name = repr(field.name)
+        self.notes = [n for n in self.notes if not n.startswith(f"column {name} ")]
+        first = self._inferred.field(drift.column).type
+        self.notes.append(f"column {name} {drift.found}: read as {wider}, not {first}")
 
     def batches(self, scan: Scan) -> tuple[int, Iterator[pa.RecordBatch]]:
-        """Nothing is skipped unread; the needed columns of each block, filtered and projected."""
+        """Nothing is skipped unread; the needed columns of each block, filtered and projected.
+
+        Raises:
+            TypeDrift: as the batches are read, a value does not fit its column's type.
+        """
         # An empty list means "every column" to pyarrow: read one, to count rows.
         needed = [f.name for f in self.schema if f.name in scan.needed] or self.schema.names[:1]
+        return 0, filtered(self._stream(needed), scan)
+
+    def _stream(self, names: list[str]) -> Iterator[pa.RecordBatch]:
+        """The columns `names` of the whole file, block by block, in the current types."""
         convert = pacsv.ConvertOptions(
-            column_types={f.name: f.type for f in self.schema if f.name in needed},
-            include_columns=needed,
+            column_types={f.name: f.type for f in self.schema if f.name in names},
+            include_columns=names,
+            strings_can_be_null=True,
         )
         self.reader.seek(0)
         read = pacsv.ReadOptions(use_threads=False, block_size=self.block)
         source = pa.PythonFile(self.reader, mode="r")
         with _block_errors(self.block, self.reader):
             stream = pacsv.open_csv(source, read, self._parse, convert)
-        return 0, filtered(_guarded(stream, self.block, self.reader), scan)
+        return _guarded(stream, self.block, self.reader)
 
 
 def _check_header(head: bytes, size: int, block: int) -> None:
@@ -168,6 +255,14 @@ def _block_errors(block: int, reader: VerifiedReader | None = None) -> Iterator[
         message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "invalid"
         if _STRADDLES in message:
             raise _too_long(block) from exc
+        drift = _DRIFT.match(message) if reader is not None else None
+        if drift is not None:
+            column, line, dtype, value = drift.groups()
+            where = "after the first block" if line is None else f"on line {line}"
+            found = f"holds {excerpt(value)} {where}"
+            raise TypeDrift(
+                f"column #{column} {found}, which does not fit {dtype}", int(column), found
+            ) from exc
         raise TableUnreadable(
             f"the table cannot be read: {message} (column types are inferred from the first "
             f"{block} bytes)"

@@ -206,7 +206,7 @@ def _hit(expect: Expect, seen: Seen, labels: Mapping[str, Labelled], *_: object)
     expected = expect.value or "present"
     if hit is None:
         return expected, "absent" if seen.code == "ok" else seen.code
-    return expected, str(hit.get("source")) if expect.value else "present"
+    return expected, str(hit.get("origin")) if expect.value else "present"
 
 
 def _no_hit(

@@ -168,7 +168,13 @@ def test_lowered_limits_apply_to_metadata():
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"artifact_bytes": (1 << 30) + 1}, {"cards_per_project": 0}, {"nope": 1}, {"tags": True}],
+    [
+        {"artifact_bytes": (1 << 40) + 1},
+        {"title_chars": 201},
+        {"cards_per_project": 0},
+        {"nope": 1},
+        {"tags": True},
+    ],  # fmt: skip
 )
 def test_limits_may_only_be_lowered(overrides):
     with pytest.raises(ConfigError):

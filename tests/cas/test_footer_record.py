@@ -68,8 +68,11 @@ def store(ws):
 # -- filled from the table ----------------------------------------------------------------------
 
 
-def test_a_parquet_record_takes_columns_and_shape_from_its_footer(ws, store):
-    recorded = record(ws, store, "r.parquet", parquet_bytes(TABLE))
+@pytest.mark.parametrize(
+    ("name", "data"), [("r.parquet", parquet_bytes(TABLE)), ("r.arrow", arrow_bytes(TABLE))]
+)
+def test_a_footed_record_takes_columns_and_shape_from_its_footer(ws, store, name, data):
+    recorded = record(ws, store, name, data)
     assert recorded.card.columns == ["subject_id", "dose_mg", "responder"]
     assert recorded.card.shape == [5, 3]
     assert recorded.warnings == ()
@@ -80,7 +83,6 @@ def test_a_parquet_record_takes_columns_and_shape_from_its_footer(ws, store):
 @pytest.mark.parametrize(
     ("name", "data"),
     [
-        ("r.arrow", arrow_bytes(TABLE)),
         ("r.csv", b"subject_id,dose_mg,responder\n1,1.5,true\n"),
         ("r.jsonl", b'{"subject_id": 1, "dose_mg": 1.5, "responder": true}\n'),
     ],

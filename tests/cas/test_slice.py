@@ -729,7 +729,8 @@ def test_describe_of_an_arrow_file(ws, store):
     source = record(ws, store, ipc_bytes(keyed(100), chunk_rows=30), ARROW_FILE)
     info = describe(source.source)
     assert info.media_type == ARROW_FILE and info.num_row_groups == 4
-    assert info.num_rows is None and info.notes and [f.name for f in info.fields] == ["k", "x", "s"]
+    assert info.num_rows == 100 and [g.rows for g in info.row_groups] == [30, 30, 30, 10]
+    assert info.notes and [f.name for f in info.fields] == ["k", "x", "s"]
 
 
 # -- the verified reader and the forked metadata check ----------------------------------------

@@ -174,6 +174,13 @@ def test_demo_keep_leaves_a_workspace_the_printed_commands_work_in(tmp_path):
     env["ARTMEM_CONFIG"] = export_line.removeprefix("export ARTMEM_CONFIG=")
     assert Path(env["ARTMEM_CONFIG"]).is_file()
     cwd = cd_line.removeprefix("cd ")
+    # Step 7 shows what its command prints, line for line.
+    step = shown.split("\n7. ", 1)[1].splitlines()[1:]
+    command = step[0].removeprefix("   $ ")
+    printed = [line.removeprefix("   ") for line in step[1 : step.index("") - 1]]
+    done = subprocess.run([exe, *shlex.split(command)[1:]], capture_output=True, text=True,
+                          env=env, cwd=cwd, check=True)  # fmt: skip
+    assert done.stdout.splitlines() == printed and printed[-1] == "(5 rows)"
     outputs = []
     for command in commands:
         argv = [exe, *shlex.split(command)[1:]]

@@ -61,9 +61,17 @@ def test_unknown_key_in_a_table_fails(tmp_path):
         parse_config(_toml(tmp_path) + "\n[limits]\nartifact_bytez = 1\n")
 
 
-def test_limits_may_not_be_raised(tmp_path):
+def test_limits_on_models_may_not_be_raised(tmp_path):
     with pytest.raises(ConfigError, match="lowered"):
+        parse_config(_toml(tmp_path) + "\n[limits]\nsearch_results = 21\n")
+    with pytest.raises(ConfigError, match="above"):  # past the ceiling of a raisable bound
         parse_config(_toml(tmp_path) + "\n[limits]\nartifact_bytes = 9999999999999\n")
+
+
+def test_an_operator_may_raise_the_byte_bounds(tmp_path):
+    text = "\n[limits]\nartifact_bytes = 2147483648\nproject_bytes = 107374182400\n"
+    limits = parse_config(_toml(tmp_path) + text).effective_limits
+    assert (limits.artifact_bytes, limits.project_bytes) == (2 << 30, 100 << 30)
 
 
 def test_invalid_toml_fails(tmp_path):

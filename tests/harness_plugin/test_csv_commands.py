@@ -99,7 +99,7 @@ def test_show_for_a_person_says_the_row_count_is_unknown(cli):
     done = _text(env, cwd, "show", exp)
     assert done.returncode == 0
     assert "rows        unknown\n" in done.stdout and "subject_id: int64" in done.stdout
-    assert "note: column types are inferred from the first" in done.stdout
+    assert "note: column types are inferred over the whole file" in done.stdout
 
 
 def test_a_slice_to_a_parquet_file_round_trips(cli, tmp_path):

@@ -328,4 +328,4 @@ def test_a_unique_prefix_names_an_experiment(env, capsys):
     assert code == 1 and "at least 8" in out["error"]["message"]
     other = "exp_" + ("a" if exp[4] != "a" else "b") * 10
     code, out = _json(capsys, "slice", other)
-    assert code == 1 and out["error"]["code"] == "input.invalid_id"
+    assert code == 1 and out["error"]["code"] == "cas.experiment_not_found"  # as a full id

@@ -117,7 +117,7 @@ def test_record_search_resolve_through_tools(host, tmp_path):
     assert recorded["index_state"] == "disabled"
     found = host.call("memory_search", {"query": "cohort response"}, _who(tmp_path, session="s2"))
     (hit,) = found["hits"]
-    assert hit["kind"] == "experiment-card" and hit["source"] == "local"
+    assert hit["kind"] == "experiment-card" and hit["origin"] == "local"
     assert hit["trust"] == "untrusted-data" and hit["available_locally"]
     assert found["remote"]["status"] == "disabled" and "fallible" in found["notice"]
     resolved = host.call(
@@ -197,7 +197,7 @@ def test_local_hits_survive_a_slow_honcho_within_the_deadline(tmp_path):
         h.call("memory_artifact_record", _record_args("r.bin"), _who(tmp_path))
         found = h.call("memory_search", {"query": "cohort"}, _who(tmp_path))
         assert found["remote"]["status"] == "timeout"
-        assert [hit["source"] for hit in found["hits"]] == ["local"]
+        assert [hit["origin"] for hit in found["hits"]] == ["local"]
     finally:
         gated.gate.set()
         h.close()
@@ -235,7 +235,7 @@ def test_merge_labels_sources_and_keeps_exact_local_first(tmp_path):
         found = h.call("memory_search", {"query": "tag2"}, _who(tmp_path))
         assert found["hits"][0]["experiment_id"] == ids[2] and found["hits"][0]["exact"] == ["tag"]
         found = h.call("memory_search", {"query": "cohort"}, _who(tmp_path))
-        sources = {hit["experiment_id"]: hit["source"] for hit in found["hits"]}
+        sources = {hit["experiment_id"]: hit["origin"] for hit in found["hits"]}
         assert sources[ids[0]] == "both" and sources[ids[1]] == "both"
         assert len(found["hits"]) == len(set(sources))  # deduplicated by experiment id
     finally:
