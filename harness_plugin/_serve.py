@@ -411,7 +411,10 @@ class _Sigterm:
         signal.signal(signal.SIGTERM, self._handle)
 
         def restore() -> None:
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+            # After an orderly drain a SIGTERM is moot: one still on its way (seen in CI, under
+            # load, landing after the drain) must not kill the exiting worker with status -15.
+            kept = previous if previous not in (None, signal.SIG_DFL) else signal.SIG_IGN
+            signal.signal(signal.SIGTERM, kept)
 
         return restore
 
