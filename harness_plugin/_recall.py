@@ -33,12 +33,13 @@ import orjson
 
 from cards import ArtifactError
 from cards.redaction import normalise_text, outbound_query
-from cas import atomic_write, make_dirs, open_dir, read_small
+from cas import atomic_write, read_small
 from harness_plugin._memory_config import RecallConfig
 from harness_plugin._recall_search import (
     MemoryReads,
     answered,
     fuse,
+    recall_dir,
     save_search_mode,
     served_mode,
     submit_searches,
@@ -313,21 +314,13 @@ class Recall:
         return turn if isinstance(turn, int) else 1 << 62
 
     def _mark(self, session_id: str, turn: int) -> None:
-        os.makedirs(self.state_root, mode=0o700, exist_ok=True)
-        root = open_dir(self.state_root)
-        try:
-            directory = make_dirs(root, ("recall",))
-        finally:
-            os.close(root)
-        try:
+        with recall_dir(self.state_root) as directory:
             data = orjson.dumps({"turn": turn})
             atomic_write(directory, self._marker_name(session_id), data, directory, "recall")
             now = self.clock()
             if now >= self._next_prune:
                 self._next_prune = now + PRUNE_EVERY_S
                 prune_markers(directory, time.time() - MARKER_TTL_S)
-        finally:
-            os.close(directory)
 
 
 def prune_markers(directory: int, older_than: float) -> int:

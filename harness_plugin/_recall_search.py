@@ -8,8 +8,9 @@ The answers also show which kind of server it is; the last seen is kept for `art
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import datetime
@@ -18,7 +19,7 @@ from typing import Protocol
 import orjson
 
 from cards.redaction import remove_placeholders
-from cas import atomic_write, make_dirs, open_dir
+from cas import atomic_write, make_dirs, make_root, open_dir
 from indexer import (
     MemoryHit,
     MemorySearch,
@@ -118,14 +119,21 @@ def fuse(question: str, answers: Sequence[tuple[str, MemorySearch]]) -> list[Mem
 
 def save_search_mode(state_root: str, mode: str, when: datetime) -> None:
     """Persist what the server offered, for `artmem status` (`<state_root>/recall/`)."""
-    os.makedirs(state_root, mode=0o700, exist_ok=True)
+    with recall_dir(state_root) as directory:
+        data = orjson.dumps({"search": mode, "seen_at": when.isoformat()})
+        atomic_write(directory, SEARCH_MODE_FILE, data, directory, "recall")
+
+
+@contextlib.contextmanager
+def recall_dir(state_root: str) -> Iterator[int]:
+    """`<state_root>/recall/`, created 0700 with any missing parent, open for the block."""
+    make_root(state_root)
     root = open_dir(state_root)
     try:
         directory = make_dirs(root, ("recall",))
     finally:
         os.close(root)
     try:
-        data = orjson.dumps({"search": mode, "seen_at": when.isoformat()})
-        atomic_write(directory, SEARCH_MODE_FILE, data, directory, "recall")
+        yield directory
     finally:
         os.close(directory)
