@@ -6,6 +6,9 @@ of ``plainto_tsquery('english', ...)``) or the query as a substring. A person's 
 units does our lab report assay results in?") thus finds nothing there, however well the note
 it asks about matches. A server with embeddings also ranks by similarity, with no cut-off.
 
+`lexemes` and `query_lexemes` parse text as the server's `to_tsvector`/`plainto_tsquery` do (the
+fake Honcho searches with them; recall tells which search a server offers by them).
+
 So a search is shaped: the question as asked (the semantic query), plus a few lexical queries
 of its content words: all of them together (precise), then one word each, rarest first, to
 find a note that shares only some of them. The answers are fused here: BM25 over the returned
@@ -35,6 +38,13 @@ STOP_WORDS: Final = frozenset(
     once here there when where why how all any both each few more most other some such no nor not
     only own same so than too very s t can will just don should now""".split()
 )
+_TOKEN: Final = re.compile(
+    r"(?P<email>[^\W_][\w.+-]*@[^\W_][\w-]*(?:\.[\w-]+)+)"
+    r"|(?P<host>[^\W\d_][\w-]*(?:\.[^\W\d_][\w-]*)+)"
+    r"|(?P<number>\d+\.\d+|\d+(?![^\W_]))"
+    r"|(?P<hword>[^\W_]+(?:-[^\W_]+)+)"
+    r"|(?P<word>[^\W_]+)"
+)
 MAX_LEXICAL_QUERIES: Final = 4
 _WORD: Final = re.compile(r"[^\W_]+")
 _STEMMER = snowballstemmer.stemmer("english")
@@ -53,6 +63,27 @@ def content_words(text: str) -> list[str]:
     for word in _WORD.findall(text.lower()):
         if word not in STOP_WORDS and len(word) > 1:
             seen.setdefault(word)
+    return list(seen)
+
+
+@functools.lru_cache(maxsize=65_536)  # a message's content never changes: parse it once
+def lexemes(content: str) -> dict[str, list[int]]:
+    """``to_tsvector('english', content)``: each lexeme and its word positions (from 1)."""
+    found: dict[str, list[int]] = {}
+    position = 0
+    for token in _tokens(content):
+        position += 1
+        if token is not None:
+            found.setdefault(token, []).append(position)
+    return found
+
+
+def query_lexemes(query: str) -> list[str]:
+    """``plainto_tsquery('english', query)``: the distinct lexemes, in order (empty: no match)."""
+    seen: dict[str, None] = {}
+    for token in _tokens(query):
+        if token is not None:
+            seen.setdefault(token)
     return list(seen)
 
 
@@ -132,6 +163,28 @@ def matches_lexically(query: str, text: str) -> bool:
         return True
     if SPECIAL.search(query):
         return False
-    wanted = {stem(w) for w in _WORD.findall(query.lower()) if w not in STOP_WORDS}
-    held = {stem(w) for w in _WORD.findall(text.lower())}
-    return bool(wanted) and wanted <= held
+    wanted = query_lexemes(query)
+    return bool(wanted) and all(term in lexemes(text) for term in wanted)
+
+
+def _tokens(text: str) -> list[str | None]:
+    """Each token's lexeme in order, None for a stop word (it still takes a position)."""
+    out: list[str | None] = []
+    for match in _TOKEN.finditer(text):
+        kind, token = match.lastgroup, match.group().lower()
+        if kind in ("email", "host", "number"):
+            out.append(token)
+        elif kind == "hword":
+            out.append(stem(token))
+            out.extend(_word(part) for part in token.split("-"))
+        else:
+            out.append(_word(token))
+    return out
+
+
+def _word(token: str) -> str | None:
+    if any(c.isdigit() for c in token):  # numbers and "numwords" such as 3rd: not stemmed
+        return token
+    if token in STOP_WORDS:
+        return None
+    return stem(token)

@@ -12,54 +12,25 @@ is no similarity cut-off, so unrelated messages fill the list. The fake cannot r
 embedding model: its stand-in similarity is the cosine of character-trigram counts, which ranks
 spelling neighbours, not paraphrases. That is the one place the fake departs from the server.
 
-The tokenizer covers what PostgreSQL's default parser does with words, hyphenated words (the
-compound and each part), numbers, e-mail addresses and dotted host names; URLs and file paths
-are split into words rather than kept whole (nothing we send or store depends on them).
+The tokenizer (`indexer._lexical.lexemes`, which recall's mode detection uses too) covers what
+PostgreSQL's default parser does with words, hyphenated words (the compound and each part),
+numbers, e-mail addresses and dotted host names; URLs and file paths are split into words rather
+than kept whole (nothing we send or store depends on them).
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Final, Literal, TypeAlias
 
-from indexer._lexical import SPECIAL, STOP_WORDS, stem
+from indexer._lexical import SPECIAL, lexemes, query_lexemes
 from indexer.testing._model import FakeMessage
 
 SearchMode: TypeAlias = Literal["lexical", "semantic"]
 
-_TOKEN: Final = re.compile(
-    r"(?P<email>[^\W_][\w.+-]*@[^\W_][\w-]*(?:\.[\w-]+)+)"
-    r"|(?P<host>[^\W\d_][\w-]*(?:\.[^\W\d_][\w-]*)+)"
-    r"|(?P<number>\d+\.\d+|\d+(?![^\W_]))"
-    r"|(?P<hword>[^\W_]+(?:-[^\W_]+)+)"
-    r"|(?P<word>[^\W_]+)"
-)
 RRF_K: Final = 60
-
-
-@functools.lru_cache(maxsize=65_536)  # a message's content never changes: parse it once
-def lexemes(content: str) -> dict[str, list[int]]:
-    """``to_tsvector('english', content)``: each lexeme and its word positions (from 1)."""
-    found: dict[str, list[int]] = {}
-    position = 0
-    for token in _tokens(content):
-        position += 1
-        if token is not None:
-            found.setdefault(token, []).append(position)
-    return found
-
-
-def query_lexemes(query: str) -> list[str]:
-    """``plainto_tsquery('english', query)``: the distinct lexemes, in order (empty: no match)."""
-    seen: dict[str, None] = {}
-    for token in _tokens(query):
-        if token is not None:
-            seen.setdefault(token)
-    return list(seen)
 
 
 def search(
@@ -92,29 +63,6 @@ def ts_rank(vector: dict[str, list[int]], terms: Sequence[str]) -> float:
 
 
 # -- internals --------------------------------------------------------------------------------
-
-
-def _tokens(text: str) -> list[str | None]:
-    """Each token's lexeme in order, None for a stop word (it still takes a position)."""
-    out: list[str | None] = []
-    for match in _TOKEN.finditer(text):
-        kind, token = match.lastgroup, match.group().lower()
-        if kind in ("email", "host", "number"):
-            out.append(token)
-        elif kind == "hword":
-            out.append(stem(token))
-            out.extend(_word(part) for part in token.split("-"))
-        else:
-            out.append(_word(token))
-    return out
-
-
-def _word(token: str) -> str | None:
-    if any(c.isdigit() for c in token):  # numbers and "numwords" such as 3rd: not stemmed
-        return token
-    if token in STOP_WORDS:
-        return None
-    return stem(token)
 
 
 def _fulltext(messages: Sequence[FakeMessage], query: str, limit: int) -> list[FakeMessage]:
