@@ -46,8 +46,8 @@ def submit_searches(
     pool: Executor, service: MemoryReads, project_id: str, question: str, per_query: int
 ) -> list[tuple[str, Future[MemorySearch]]]:
     """Start the shaped searches for `question` (already bounded and redacted)."""
-    queries = shaped_queries(question)
-    queries[1:] = shaped_queries(remove_placeholders(question))[1:]  # no placeholder words
+    # The question as asked, then its words without redaction placeholders ("[redacted:email]").
+    queries = [question, *shaped_queries(remove_placeholders(question))[1:]]
     return [(q, pool.submit(service.search_memory, project_id, q, per_query)) for q in queries]
 
 
