@@ -25,6 +25,7 @@ import msgspec
 from cards.errors import ArtifactError, StoreIOError
 from cas import _catalog_files as files
 from cas._catalog import SearchHit, checked_query, hit, ranked
+from cas._catalog_cards import HIT_CARDS, HitCards
 from cas._catalog_engine import FORMAT, CatalogDamaged, Engine, Writer, order_key
 from cas._catalog_files import Head, Row, Table
 from cas._layout import CARD_SUFFIX
@@ -90,15 +91,24 @@ class CardSource(Protocol):
 class LocalCatalog:
     """One project's catalog under the state root (not thread-safe: the caller serialises)."""
 
-    def __init__(self, store: CardSource, state_root: str | None, *, save: bool = True) -> None:
+    def __init__(
+        self,
+        store: CardSource,
+        state_root: str | None,
+        *,
+        save: bool = True,
+        hit_cards: HitCards = HIT_CARDS,
+    ) -> None:
         """Open the project's saved index if it is what we wrote; `refresh` brings it up to date.
 
         Args:
             store: The project's store (the source of truth).
             state_root: The configured state root; None keeps the index in memory only.
             save: Whether the index may be written (False for a notebook: nothing is).
+            hit_cards: Where hits read from their card files are kept (the process's).
         """
         self.store = store
+        self._hit_cards = hit_cards
         self.path: str | None = None
         if state_root is not None:
             self.path = os.path.join(state_root, CATALOG_DIR, store.layout.key)
@@ -424,7 +434,7 @@ class LocalCatalog:
                     raise
                 self._rebuild_now()
                 continue
-            cards = self.store.load_cards([key for key, _, _ in ranking])
+            cards = self._hit_cards.load(self.store, [key for key, _, _ in ranking])
             found = (
                 hit(card, score, exact, text)
                 for (_, score, exact), card in zip(ranking, cards, strict=True)
@@ -446,7 +456,7 @@ class LocalCatalog:
         """The indexed card with this id, as its file holds it now; None if not indexed."""
         if self._engine is None or not self._engine.has(experiment_id):
             return None
-        return self.store.load_cards([experiment_id])[0]
+        return self._hit_cards.load(self.store, [experiment_id])[0]
 
 
 def _stamps(table: Table) -> dict[str, CardStamp]:
