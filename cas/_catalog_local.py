@@ -24,7 +24,7 @@ import msgspec
 from cards.errors import ArtifactError, StoreIOError
 from cas import _catalog_files as files
 from cas import _catalog_table as card_table
-from cas._catalog import SearchHit, checked_query, hit, ranked
+from cas._catalog import SearchHit, checked_query, confirmed, ranked
 from cas._catalog_cards import HIT_CARDS, HitCards
 from cas._catalog_engine import FORMAT, CatalogDamaged, Engine, Writer
 from cas._catalog_files import Head
@@ -203,24 +203,22 @@ class LocalCatalog:
             return self._rebuild(token)
         changes, found = self._changes(table, None if force else head.mark)
         self.last_refresh = "log" if found.logged else "scan"
-        if changes.changed or changes.puts or changes.deletes:
-            try:
+        try:
+            if changes.changed:
                 with engine.writing() as writer:
                     _write(writer, changes)
-            except CatalogDamaged:
-                return self._rebuild(token)
-        elif (token, found.mark) != (head.token, head.mark):  # a new version, nothing else
-            self._save(table, token, found.mark, same_table=True)
-            return False
-        else:
-            return False
-        self._save(table, token, found.mark)
-        return True
+        except CatalogDamaged:
+            return self._rebuild(token)
+        if changes.changed or (token, found.mark) != (head.token, head.mark):
+            self._save(table, token, found.mark)
+        return changes.changed
 
     def _rebuild(self, token: str | None) -> bool:
         """Index every card file afresh (streamed: one parsed card at a time)."""
         self.last_refresh = "build"
-        engine, generation = self._new_engine()
+        generation = files.new_generation(self.path) if self._writable and self.path else ""
+        index_dir = os.path.join(self.path or "", generation)
+        engine = Engine.create(index_dir) if generation else Engine.memory()
         table: Table = {}
         with engine.writing() as writer:
             for read in self.store.read_cards():
@@ -251,22 +249,10 @@ class LocalCatalog:
 
     # -- on disk ---------------------------------------------------------------------------
 
-    def _new_engine(self) -> tuple[Engine, str]:
-        if not self._writable or self.path is None:
-            return Engine.memory(), ""
-        generation = files.new_generation(self.path)
-        return Engine.create(os.path.join(self.path, generation)), generation
-
     def _save(
-        self,
-        table: Table,
-        token: str | None,
-        mark: LogMark | None,
-        generation: str | None = None,
-        *,
-        same_table: bool = False,
+        self, table: Table, token: str | None, mark: LogMark | None, generation: str | None = None
     ) -> None:
-        """Record what the index now holds: the table (unless `same_table`), then the head."""
+        """Record what the index now holds: the table (if it changed), then the head."""
         previous = self._head
         if generation is None:
             generation = "" if previous is None else previous.generation
@@ -277,11 +263,9 @@ class LocalCatalog:
             index_dir = os.path.join(self.path, generation)
             old = {} if previous is None or previous.generation != generation else previous.manifest
             head.manifest = files.manifest(index_dir, old)
-            if same_table and previous is not None:
-                head.table = previous.table
-            else:
-                raw_table = files.encode(table)
-                head.table = self._table_digest = files.digest_of(raw_table)
+            raw_table = files.encode(table)
+            head.table = self._table_digest = files.digest_of(raw_table)
+            if previous is None or previous.table != head.table:
                 files.write_file(os.path.join(self.path, files.TABLE), raw_table)
             self._head_raw = files.encode(head)
             files.write_file(os.path.join(self.path, files.HEAD), self._head_raw)
@@ -377,26 +361,21 @@ class LocalCatalog:
         text = checked_query(query, limit)
         hits: list[SearchHit] = []
         for attempt in range(3):
-            if self._engine is None:
-                return hits
             try:
-                ranking = ranked(self._engine, text, limit)
+                ranking = [] if self._engine is None else ranked(self._engine, text, limit)
             except CatalogDamaged:
                 if attempt == 2:
                     raise
                 self._rebuild_now()
                 continue
             cards = self._hit_cards.load(self.store, [key for key, _, _ in ranking])
-            found = (
-                hit(card, score, exact, text)
-                for (_, score, exact), card in zip(ranking, cards, strict=True)
-            )
-            hits = [hit for hit in found if hit is not None]
+            hits = confirmed(ranking, cards, text)
             if len(hits) == len(ranking) or attempt == 2:
                 break
             # Behind the card files: catch up; still behind after that: not what we wrote.
-            if attempt == 1 or not self.refresh(force=True):
-                self._rebuild_now()
+            if attempt == 0 and self.refresh(force=True):
+                continue
+            self._rebuild_now()
         return hits
 
     def _rebuild_now(self) -> None:

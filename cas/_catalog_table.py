@@ -41,7 +41,7 @@ class Changes(msgspec.Struct):
 
     puts: dict[str, ExperimentCardV1] = msgspec.field(default_factory=dict)
     deletes: set[str] = msgspec.field(default_factory=set)
-    changed: bool = False  # whether the table changed (the index may not have)
+    changed: bool = False  # whether the table or the index must change
 
 
 def stamps(table: Table) -> dict[str, CardStamp]:
@@ -95,10 +95,12 @@ def bound(table: Table, max_cards: int, changes: Changes) -> list[str]:
             if row.indexed or key in changes.puts:
                 changes.puts.pop(key, None)
                 changes.deletes.add(key)
+                changes.changed = True
             row.indexed = False
         else:
             if not row.indexed and key not in changes.puts:
                 missing.append(key)
+                changes.changed = True
             row.indexed = True
     return missing
 
