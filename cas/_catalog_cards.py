@@ -68,7 +68,7 @@ class HitCards:
 
     def load(self, store: CardSource, ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
         """Each card as its file holds it now; None for one absent or unusable."""
-        if not isinstance(store, ProjectStore):
+        if not self._max or not isinstance(store, ProjectStore):
             return store.load_cards(ids)
         cards_dir = store.local_path(store.layout.cards_dir)
         settled = self._clock() - RACY_NS  # before the stats

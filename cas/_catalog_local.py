@@ -98,7 +98,7 @@ class LocalCatalog:
         state_root: str | None,
         *,
         save: bool = True,
-        hit_cards: HitCards = HIT_CARDS,
+        hit_cards: HitCards | None = HIT_CARDS,
     ) -> None:
         """Open the project's saved index if it is what we wrote; `refresh` brings it up to date.
 
@@ -106,10 +106,11 @@ class LocalCatalog:
             store: The project's store (the source of truth).
             state_root: The configured state root; None keeps the index in memory only.
             save: Whether the index may be written (False for a notebook: nothing is).
-            hit_cards: Where hits read from their card files are kept (the process's).
+            hit_cards: Where hits read from their card files are kept (the process's); None
+                reads every hit from its file.
         """
         self.store = store
-        self._hit_cards = hit_cards
+        self._hit_cards = HitCards(max_cards=0) if hit_cards is None else hit_cards
         self.path: str | None = None
         if state_root is not None:
             self.path = os.path.join(state_root, CATALOG_DIR, store.layout.key)
