@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from cas._layout import CARD_SUFFIX
-from cas._local_store import RACY_NS, ProjectStore
 
 if TYPE_CHECKING:
     from cards.card import ExperimentCardV1
@@ -68,6 +67,8 @@ class HitCards:
 
     def load(self, store: CardSource, ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
         """Each card as its file holds it now; None for one absent or unusable."""
+        from cas._local_store import RACY_NS, ProjectStore  # loaded already for a local store
+
         if not self._max or not isinstance(store, ProjectStore):
             return store.load_cards(ids)
         cards_dir = store.local_path(store.layout.cards_dir)

@@ -22,7 +22,6 @@ import contextlib
 import fcntl
 import os
 import re
-import shutil
 import stat
 from collections.abc import Iterator, Mapping
 from typing import TypeVar
@@ -198,6 +197,8 @@ def locked(path: str) -> Iterator[None]:
 def _remove(path: str) -> None:
     st = os.lstat(path)
     if stat.S_ISDIR(st.st_mode):
+        import shutil  # only to remove what is in our place: not at every start
+
         shutil.rmtree(path)
     else:
         os.unlink(path)
