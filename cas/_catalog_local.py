@@ -205,7 +205,7 @@ class LocalCatalog:
         changes, found = self._changes(table, None if force else head.mark)
         self.last_refresh = "log" if found.logged else "scan"
         try:
-            if changes.changed:
+            if changes.puts or changes.deletes:
                 with engine.writing() as writer:
                     _write(writer, changes)
         except CatalogDamaged:
@@ -265,9 +265,10 @@ class LocalCatalog:
             old = {} if previous is None or previous.generation != generation else previous.manifest
             head.manifest = files.manifest(index_dir, old)
             raw_table = files.encode(table)
-            head.table = self._table_digest = files.digest_of(raw_table)
-            if previous is None or previous.table != head.table:
+            head.table = files.digest_of(raw_table)
+            if head.table != self._table_digest:  # not what the table file holds, as we know it
                 files.write_file(os.path.join(self.path, files.TABLE), raw_table)
+                self._table_digest = head.table
             self._head_raw = files.encode(head)
             files.write_file(os.path.join(self.path, files.HEAD), self._head_raw)
             if previous is None or previous.generation != generation:
