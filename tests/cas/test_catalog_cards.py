@@ -41,14 +41,13 @@ def _tick_past(path: Path) -> None:
             return
 
 
-def _rewrite_in_place(path: Path, old: bytes, new: bytes, *, same_mtime: bool) -> None:
-    """Change the file's bytes without a rename (same inode), at the same size."""
+def _rewrite_in_place(path: Path, old: bytes, new: bytes) -> None:
+    """Change the file's bytes without a rename (same inode), at the same size and mtime."""
     assert len(old) == len(new)
     before = path.stat()
     with path.open("r+b") as file:  # not truncated: the size never changes
         file.write(path.read_bytes().replace(old, new))
-    mtime = before.st_mtime_ns if same_mtime else before.st_mtime_ns + 1
-    os.utime(path, ns=(before.st_atime_ns, mtime))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     after = path.stat()
     assert (after.st_ino, after.st_size) == (before.st_ino, before.st_size)
 
@@ -78,7 +77,7 @@ def test_a_same_size_rewrite_in_place_with_its_mtime_put_back_is_read_again(ws, 
     catalog, _, path = _catalog(ws, tmp_path, kept)
     assert _summaries(catalog) == ["counted at dawn"]
     _tick_past(path)  # as a settled file is: the rewrite stamps a later ctime
-    _rewrite_in_place(path, b"at dawn", b"at dusk", same_mtime=True)
+    _rewrite_in_place(path, b"at dawn", b"at dusk")
     assert _summaries(catalog) == ["counted at dusk"] and kept.reads == 2
 
 
@@ -88,9 +87,9 @@ def test_a_card_written_within_the_racy_window_is_never_kept(ws, tmp_path):
     kept = HitCards()
     catalog, _, path = _catalog(ws, tmp_path, kept)
     assert _summaries(catalog) == ["counted at dawn"] and len(kept) == 0
-    _rewrite_in_place(path, b"at dawn", b"at dusk", same_mtime=True)  # ctime may not move
+    _rewrite_in_place(path, b"at dawn", b"at dusk")  # ctime may not move
     assert _summaries(catalog) == ["counted at dusk"]
-    _rewrite_in_place(path, b"at dusk", b"at noon", same_mtime=True)
+    _rewrite_in_place(path, b"at dusk", b"at noon")
     assert _summaries(catalog) == ["counted at noon"] and kept.reads == 3
 
 
