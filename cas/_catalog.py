@@ -14,7 +14,7 @@ card, then to the smaller experiment id. A word ending in `*` also finds the wor
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -83,12 +83,16 @@ def ranked(engine: Engine, text: str, limit: int) -> list[tuple[str, float, bool
     return hits
 
 
-def hit(card: ExperimentCardV1 | None, score: float, exact: bool, text: str) -> SearchHit | None:
-    """The hit, unless its card is gone or no longer makes the exact match it was found by."""
-    if card is None:
-        return None
-    kinds = exact_kinds(card, text) if exact else ()
-    return SearchHit(card, score, kinds) if kinds or not exact else None
+def confirmed(
+    ranking: list[tuple[str, float, bool]], cards: Sequence[ExperimentCardV1 | None], text: str
+) -> list[SearchHit]:
+    """The ranked hits whose card is there and still makes the exact match it was found by."""
+    hits = []
+    for (_, score, exact), card in zip(ranking, cards, strict=True):
+        kinds = exact_kinds(card, text) if card is not None and exact else ()
+        if card is not None and (kinds or not exact):
+            hits.append(SearchHit(card, score, kinds))
+    return hits
 
 
 def newest(cards: Iterable[ExperimentCardV1], count: int) -> list[ExperimentCardV1]:
@@ -181,8 +185,5 @@ class Catalog:
                 below 1.
         """
         text = checked_query(query, limit)
-        found = (
-            hit(self._cards.get(key), score, exact, text)
-            for key, score, exact in ranked(self._engine, text, limit)
-        )
-        return [hit for hit in found if hit is not None]
+        ranking = ranked(self._engine, text, limit)
+        return confirmed(ranking, [self._cards.get(key) for key, _, _ in ranking], text)

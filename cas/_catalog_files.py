@@ -22,7 +22,6 @@ import contextlib
 import fcntl
 import os
 import re
-import shutil
 import stat
 from collections.abc import Iterator, Mapping
 from typing import TypeVar
@@ -33,6 +32,7 @@ import xxhash
 from cards.errors import ArtifactError, StoreIOError
 from cas import _fs
 from cas._card_log import LogMark
+from cas._catalog_table import Table
 
 HEAD = "head"
 TABLE = "table"
@@ -73,20 +73,6 @@ class Head(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     cards: int
     skipped: int
     states: dict[str, int]
-
-
-class Row(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    """One card file: its stamp, and its problem code or its card's facts."""
-
-    stamp: tuple[int | str, ...] | None
-    problem: str | None = None
-    state: str | None = None  # the card's index state
-    updated: int = 0  # `order_key` of the card
-    rank: int = 0
-    indexed: bool = False  # among the `max_cards` newest: in the index
-
-
-Table = dict[str, Row]
 
 
 def encode(value: object) -> bytes:
@@ -211,6 +197,8 @@ def locked(path: str) -> Iterator[None]:
 def _remove(path: str) -> None:
     st = os.lstat(path)
     if stat.S_ISDIR(st.st_mode):
+        import shutil  # only to remove what is in our place: not at every start
+
         shutil.rmtree(path)
     else:
         os.unlink(path)

@@ -5,8 +5,9 @@ takes the catalog's writer lock (one writer; searches never take it), reads the 
 index's mark through the store (`CardSource.read_changed_cards`: only the changed files are parsed)
 and commits the changes. Any crash leaves the head naming the last whole commit, or an index that
 no longer matches its manifest, which is rebuilt from the card files; so is a missing,
-foreign-version or damaged one (`_catalog_files`). Hits are re-read from their card files; one
-that is gone or no longer matches makes the catalog catch up and rank again. A read-only catalog
+foreign-version or damaged one (`_catalog_files`). Hits are served as their card files hold them
+now (`_catalog_cards`); one that is gone or no longer matches makes the catalog catch up and rank
+again. A read-only catalog
 (`save=False`) writes nothing: it uses the saved index while it is current, and otherwise builds
 one in memory. The store is read through `CardSource` only: its cards version, the cards changed
 since a card log mark, every card, and cards by id.
@@ -14,19 +15,20 @@ since a card log mark, every card, and cards by id.
 
 from __future__ import annotations
 
-import heapq
 import os
-from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
 from cards.errors import ArtifactError, StoreIOError
 from cas import _catalog_files as files
-from cas._catalog import SearchHit, checked_query, hit, ranked
-from cas._catalog_engine import FORMAT, CatalogDamaged, Engine, Writer, order_key
-from cas._catalog_files import Head, Row, Table
+from cas import _catalog_table as card_table
+from cas._catalog import SearchHit, checked_query, confirmed, ranked
+from cas._catalog_cards import HIT_CARDS, HitCards
+from cas._catalog_engine import FORMAT, CatalogDamaged, Engine, Writer
+from cas._catalog_files import Head
+from cas._catalog_table import Changes, Table
 from cas._layout import CARD_SUFFIX
 
 if TYPE_CHECKING:
@@ -90,15 +92,25 @@ class CardSource(Protocol):
 class LocalCatalog:
     """One project's catalog under the state root (not thread-safe: the caller serialises)."""
 
-    def __init__(self, store: CardSource, state_root: str | None, *, save: bool = True) -> None:
+    def __init__(
+        self,
+        store: CardSource,
+        state_root: str | None,
+        *,
+        save: bool = True,
+        hit_cards: HitCards | None = HIT_CARDS,
+    ) -> None:
         """Open the project's saved index if it is what we wrote; `refresh` brings it up to date.
 
         Args:
             store: The project's store (the source of truth).
             state_root: The configured state root; None keeps the index in memory only.
             save: Whether the index may be written (False for a notebook: nothing is).
+            hit_cards: Where hits read from their card files are kept (the process's); None
+                reads every hit from its file.
         """
         self.store = store
+        self._hit_cards = HitCards(max_cards=0) if hit_cards is None else hit_cards
         self.path: str | None = None
         if state_root is not None:
             self.path = os.path.join(state_root, CATALOG_DIR, store.layout.key)
@@ -166,10 +178,7 @@ class LocalCatalog:
             try:
                 files.make_dir(self.path)
                 with files.locked(self.path):
-                    self._reload()  # another process may have caught up, or rebuilt
-                    if not force and self._current(token):
-                        self.last_refresh = ""
-                        return False
+                    self._load()  # another process may have caught up, or rebuilt
                     return self._catch_up(token, force)
             except StoreIOError:
                 self._writable = False  # a cache that cannot be written still answers
@@ -186,169 +195,110 @@ class LocalCatalog:
         return self._engine is not None and head is not None and token == head.token is not None
 
     def _catch_up(self, token: str | None, force: bool) -> bool:
-        table = self._loaded_table()
-        if self._engine is None or self._head is None or table is None:
-            self._rebuild(token)
-            return True
-        try:
-            return self._apply_changes(self._engine, self._head, table, token, force)
-        except CatalogDamaged:
-            self._rebuild(token)
-            return True
-
-    def _apply_changes(
-        self, engine: Engine, head: Head, table: Table, token: str | None, force: bool
-    ) -> bool:
-        """Index the card files changed since `head` was saved; whether any changed."""
-        puts, deletes, changed, found = self._changes(table, None if force else head.mark)
-        self.last_refresh = "log" if found.logged else "scan"
-        if not changed:
-            if (token, found.mark) != (head.token, head.mark):  # a new version, nothing else
-                self._save(table, token, found.mark, same_table=True)
+        """Index the card files changed since the head's log mark; whether the index changed."""
+        self.last_refresh = ""
+        if not force and self._current(token):
             return False
-        with engine.writing() as writer:
-            _write(writer, puts, deletes)
-        self._save(table, token, found.mark)
-        return True
+        table, head, engine = self._loaded_table(), self._head, self._engine
+        if table is None or head is None or engine is None:
+            return self._rebuild(token)
+        changes, found = self._changes(table, None if force else head.mark)
+        self.last_refresh = "log" if found.logged else "scan"
+        try:
+            if changes.puts or changes.deletes:
+                with engine.writing() as writer:
+                    _write(writer, changes)
+        except CatalogDamaged:
+            return self._rebuild(token)
+        if changes.changed or (token, found.mark) != (head.token, head.mark):
+            self._save(table, token, found.mark)
+        return changes.changed
 
-    def _rebuild(self, token: str | None) -> None:
+    def _rebuild(self, token: str | None) -> bool:
         """Index every card file afresh (streamed: one parsed card at a time)."""
         self.last_refresh = "build"
-        engine, generation = self._new_engine()
+        generation = files.new_generation(self.path) if self._writable and self.path else ""
+        index_dir = os.path.join(self.path or "", generation)
+        engine = Engine.create(index_dir) if generation else Engine.memory()
         table: Table = {}
         with engine.writing() as writer:
             for read in self.store.read_cards():
-                _apply(table, (read,), {}, set())
+                card_table.record(table, (read,), Changes())
                 if read.card is not None and not isinstance(read.card, ArtifactError):
                     table[read.name].indexed = True
-                    writer.put(read.card)
+                    writer.add(read.card)
             # The cards changed during the scan, and the log mark the index is true of.
-            puts, deletes, _, found = self._changes(table, None)
-            _write(writer, puts, deletes)
+            changes, found = self._changes(table, None)
+            _write(writer, changes)
         self._engine = engine
         self._save(table, token, found.mark, generation)
+        return True
 
-    def _changes(
-        self, table: Table, since: LogMark | None
-    ) -> tuple[dict[str, ExperimentCardV1], set[str], bool, CardChanges]:
+    def _changes(self, table: Table, since: LogMark | None) -> tuple[Changes, CardChanges]:
         """Record the card files changed since `since` in `table`; what the index must do."""
-        found = self.store.read_changed_cards(since, _stamps(table))
-        puts: dict[str, ExperimentCardV1] = {}
-        deletes: set[str] = set()
-        changed = _apply(table, found.reads, puts, deletes)
-        for name in set(table) - found.names:
-            row = table.pop(name)
-            changed = True
-            if row.indexed:
-                deletes.add(name.removesuffix(CARD_SUFFIX))
-        self._bound(table, puts, deletes)
-        return puts, deletes, changed or bool(puts or deletes), found
-
-    def _bound(
-        self,
-        table: Table,
-        puts: dict[str, ExperimentCardV1],
-        deletes: set[str],
-    ) -> None:
-        """Index exactly the `cards_per_project` newest valid cards."""
-        valid = {name: row for name, row in table.items() if row.problem is None}
-        keep = set(heapq.nsmallest(self._identity[2], valid, key=lambda n: _row_order(valid[n])))
-        missing = []
-        for name, row in valid.items():
-            key = name.removesuffix(CARD_SUFFIX)
-            if name not in keep and (row.indexed or key in puts):
-                puts.pop(key, None)
-                deletes.add(key)
-                row.indexed = False
-            elif name in keep and not row.indexed and key not in puts:
-                missing.append(key)
+        found = self.store.read_changed_cards(since, card_table.stamps(table))
+        changes = Changes()
+        card_table.record(table, found.reads, changes)
+        card_table.forget(table, set(table) - found.names, changes)
+        missing = card_table.bound(table, self._identity[2], changes)
         for key, card in zip(missing, self.store.load_cards(missing), strict=True):
-            if card is not None:
-                puts[key] = card
-        for key in puts:
-            table[key + CARD_SUFFIX].indexed = True
+            if card is None:
+                table[key + CARD_SUFFIX].indexed = False
+            else:
+                changes.puts[key] = card
+        return changes, found
 
     # -- on disk ---------------------------------------------------------------------------
 
-    def _new_engine(self) -> tuple[Engine, str]:
-        if not self._writable or self.path is None:
-            return Engine.memory(), ""
-        generation = files.new_generation(self.path)
-        return Engine.create(os.path.join(self.path, generation)), generation
-
     def _save(
-        self,
-        table: Table,
-        token: str | None,
-        mark: LogMark | None,
-        generation: str | None = None,
-        *,
-        same_table: bool = False,
+        self, table: Table, token: str | None, mark: LogMark | None, generation: str | None = None
     ) -> None:
-        """Record what the index now holds: the table (unless `same_table`), then the head."""
-        valid = [row for row in table.values() if row.problem is None]
+        """Record what the index now holds: the table (if it changed), then the head."""
         previous = self._head
         if generation is None:
             generation = "" if previous is None else previous.generation
-        head = Head(
-            *self._identity,
-            generation=generation,
-            manifest={},
-            table="",
-            token=token,
-            mark=mark,
-            cards=len(valid),
-            skipped=len(table) - len(valid),
-            states=dict(Counter(str(row.state) for row in valid)),
-        )
+        cards, skipped, states = card_table.counts(table)
+        head = Head(*self._identity, generation, {}, "", token, mark, cards, skipped, states)
         self._table = table
         if self._writable and self.path is not None:
             index_dir = os.path.join(self.path, generation)
             old = {} if previous is None or previous.generation != generation else previous.manifest
             head.manifest = files.manifest(index_dir, old)
-            if same_table and previous is not None:
-                head.table = previous.table
-            else:
-                raw_table = files.encode(table)
-                head.table = self._table_digest = files.digest_of(raw_table)
+            raw_table = files.encode(table)
+            head.table = files.digest_of(raw_table)
+            if head.table != self._table_digest:  # not what the table file holds, as we know it
                 files.write_file(os.path.join(self.path, files.TABLE), raw_table)
+                self._table_digest = head.table
             self._head_raw = files.encode(head)
             files.write_file(os.path.join(self.path, files.HEAD), self._head_raw)
             if previous is None or previous.generation != generation:
                 files.remove_others(self.path, generation)
         self._head = head
 
-    def _load(self) -> bool:
-        """Open the saved index if its head and files are what we wrote; whether they are."""
-        assert self.path is not None
-        raw = files.read_file(os.path.join(self.path, files.HEAD), files.MAX_HEAD_BYTES)
-        head = None if raw is None or raw == self._distrust else files.decode(raw, Head)
-        if head is None or (head.format, head.project, head.max_cards) != self._identity:
-            return False
-        if not files.GENERATION.fullmatch(head.generation):
-            return False
-        index_dir = os.path.join(self.path, head.generation)
-        if not files.verify(index_dir, head.manifest):
-            return False
-        try:
-            engine = Engine.open(index_dir)
-        except CatalogDamaged:
-            return False
-        if len(engine) != min(head.cards, head.max_cards):
-            return False  # not the index this head was written with
-        self._head, self._head_raw, self._engine = head, raw or b"", engine
-        if head.table != self._table_digest:
-            self._table = None
-        return True
-
-    def _reload(self) -> None:
-        """Under the lock: follow the head another writer saved since we loaded."""
+    def _load(self) -> None:
+        """Open the saved index, unless it is open already, if its head and files are ours."""
         assert self.path is not None
         raw = files.read_file(os.path.join(self.path, files.HEAD), files.MAX_HEAD_BYTES)
         if raw == self._head_raw and self._engine is not None:
             return
-        if not self._load():
-            self._engine = self._head = self._table = None
+        self._engine = self._head = self._table = None
+        head = None if raw is None or raw == self._distrust else files.decode(raw, Head)
+        if head is None or (head.format, head.project, head.max_cards) != self._identity:
+            return
+        if not files.GENERATION.fullmatch(head.generation):
+            return
+        index_dir = os.path.join(self.path, head.generation)
+        if not files.verify(index_dir, head.manifest):
+            return
+        try:
+            engine = Engine.open(index_dir)
+        except CatalogDamaged:
+            return
+        if len(engine) != min(head.cards, head.max_cards):
+            return  # not the index this head was written with
+        self._head, self._head_raw, self._engine = head, raw or b"", engine
+        if head.table != self._table_digest:
+            self._table = None
 
     def _loaded_table(self) -> Table | None:
         """The table the head names (read from disk once); None if it is not that one."""
@@ -391,13 +341,11 @@ class LocalCatalog:
 
     def _expected(self) -> dict[str, int]:
         """Experiment id -> `updated` of the newest `cards_per_project` valid card files."""
-        valid = {
-            read.card.experiment_id: order_key(read.card)
-            for read in self.store.read_cards()
-            if read.card is not None and not isinstance(read.card, ArtifactError)
-        }
-        kept = heapq.nsmallest(self._identity[2], valid, key=lambda k: (-valid[k][0], valid[k][1]))
-        return {key: valid[key][0] for key in kept}
+        table: Table = {}
+        for read in self.store.read_cards():
+            card_table.record(table, (read,), Changes())
+        card_table.bound(table, self._identity[2], Changes())
+        return {k.removesuffix(CARD_SUFFIX): row.updated for k, row in table.items() if row.indexed}
 
     # -- search ----------------------------------------------------------------------------
 
@@ -415,26 +363,21 @@ class LocalCatalog:
         text = checked_query(query, limit)
         hits: list[SearchHit] = []
         for attempt in range(3):
-            if self._engine is None:
-                return hits
             try:
-                ranking = ranked(self._engine, text, limit)
+                ranking = [] if self._engine is None else ranked(self._engine, text, limit)
             except CatalogDamaged:
                 if attempt == 2:
                     raise
                 self._rebuild_now()
                 continue
-            cards = self.store.load_cards([key for key, _, _ in ranking])
-            found = (
-                hit(card, score, exact, text)
-                for (_, score, exact), card in zip(ranking, cards, strict=True)
-            )
-            hits = [hit for hit in found if hit is not None]
+            cards = self._hit_cards.load(self.store, [key for key, _, _ in ranking])
+            hits = confirmed(ranking, cards, text)
             if len(hits) == len(ranking) or attempt == 2:
                 break
             # Behind the card files: catch up; still behind after that: not what we wrote.
-            if attempt == 1 or not self.refresh(force=True):
-                self._rebuild_now()
+            if attempt == 0 and self.refresh(force=True):
+                continue
+            self._rebuild_now()
         return hits
 
     def _rebuild_now(self) -> None:
@@ -446,49 +389,11 @@ class LocalCatalog:
         """The indexed card with this id, as its file holds it now; None if not indexed."""
         if self._engine is None or not self._engine.has(experiment_id):
             return None
-        return self.store.load_cards([experiment_id])[0]
+        return self._hit_cards.load(self.store, [experiment_id])[0]
 
 
-def _stamps(table: Table) -> dict[str, CardStamp]:
-    return {name: row.stamp for name, row in table.items() if row.stamp is not None}
-
-
-def _row_order(row: Row) -> tuple[int, int]:
-    return (-row.updated, row.rank)
-
-
-def _apply(
-    table: Table,
-    reads: Iterable[CardRead],
-    puts: dict[str, ExperimentCardV1],
-    deletes: set[str],
-) -> bool:
-    """Record `reads` in `table`, and what the index must put or delete; whether any changed."""
-    changed = False
-    for read in reads:
-        name, card = read.name, read.card
-        row = table.get(name)
-        if card is None:  # unchanged since its stamp
-            continue
-        key = name.removesuffix(CARD_SUFFIX)
-        if isinstance(card, ArtifactError):
-            if row is not None and row.indexed:
-                deletes.add(key)
-            changed |= row is None or row.problem != str(card.code)
-            table[name] = Row(read.stamp, problem=str(card.code))
-            puts.pop(key, None)
-            continue
-        updated, rank = order_key(card)
-        indexed = row is not None and row.indexed
-        table[name] = Row(read.stamp, None, str(card.index.state), updated, rank, indexed)
-        puts[key] = card
-        deletes.discard(key)
-        changed = True
-    return changed
-
-
-def _write(writer: Writer, puts: Mapping[str, ExperimentCardV1], deletes: Iterable[str]) -> None:
-    for key in deletes:
+def _write(writer: Writer, changes: Changes) -> None:
+    for key in changes.deletes:
         writer.delete(key)
-    for card in puts.values():
+    for card in changes.puts.values():
         writer.put(card)

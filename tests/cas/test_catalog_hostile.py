@@ -23,7 +23,8 @@ from catalog_helpers import hit_ids, record_numbered
 
 from cas import LocalCatalog
 from cas import _catalog_files as files
-from cas._catalog_files import Head, Row
+from cas._catalog_files import Head
+from cas._catalog_table import Row
 
 REPO = Path(__file__).parents[2]
 MIB = 1 << 20

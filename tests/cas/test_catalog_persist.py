@@ -261,3 +261,19 @@ def test_a_crash_between_the_index_commit_and_its_head_means_a_rebuild(ws, tmp_p
     catalog = LocalCatalog.open(store, state)
     assert catalog.last_refresh == "build"
     assert hit_ids(catalog.search("census", 5)) == [second.experiment_id, first.experiment_id]
+
+
+def test_a_damaged_table_means_one_rebuild_which_writes_it_again(ws, tmp_path):
+    store = ws.store()
+    _populate(ws, store, 3)
+    state = str(tmp_path / "state")
+    table = Path(LocalCatalog.open(store, state).path or "", files.TABLE)
+    raw = bytearray(table.read_bytes())
+    raw[-1] ^= 0xFF
+    table.write_bytes(bytes(raw))
+    settle(ws, store)  # a new cards version, the same cards: the rebuilt table is the same
+    assert LocalCatalog.open(store, state).last_refresh == "build"
+    card = record_numbered(ws, store, 11, title="Quoll dens")
+    caught_up = LocalCatalog.open(store, state)
+    assert caught_up.last_refresh == "log" and len(caught_up) == 4
+    assert hit_ids(caught_up.search("quoll", 5)) == [card.experiment_id]
