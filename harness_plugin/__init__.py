@@ -20,15 +20,15 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness_plugin._caller import Caller, parse_caller
     from harness_plugin._runtime import Runtime
-    from harness_plugin._tools import ToolHost
+    from harness_plugin.worker._caller import Caller, parse_caller
+    from harness_plugin.worker._tools import ToolHost
 
 _EXPORTS = {
-    "Caller": "harness_plugin._caller",
-    "parse_caller": "harness_plugin._caller",
+    "Caller": "harness_plugin.worker._caller",
+    "parse_caller": "harness_plugin.worker._caller",
     "Runtime": "harness_plugin._runtime",
-    "ToolHost": "harness_plugin._tools",
+    "ToolHost": "harness_plugin.worker._tools",
 }
 
 __all__ = ["Caller", "Runtime", "ToolHost", "parse_caller"]

@@ -122,7 +122,7 @@ def _honcho_view(config: Config, environ: Mapping[str, str]) -> dict[str, object
 def _search_mode(state_root: str) -> str:
     """What Honcho's search offered as recall last saw it: semantic, lexical or unknown.
 
-    Written by the worker (`harness_plugin._recall_search`); anything else there is unknown.
+    Written by the worker (`harness_plugin.memory._recall_search`); anything else there is unknown.
     """
     path = os.path.join(state_root, "recall", "honcho-search.json")
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 from host_helpers import KEY, environ, host_config
 
 from harness_plugin._runtime import Runtime
-from harness_plugin._tools import ToolHost
+from harness_plugin.worker._tools import ToolHost
 from indexer import Ownership
 from indexer.testing import FakeHoncho
 

@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cards import ConfigError, honcho_session_id
-from harness_plugin._capture import EventTracker, Outcome, text_of
 from harness_plugin.config import config_from_mapping
+from harness_plugin.memory._capture import EventTracker, Outcome, text_of
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_the_recorded_turn_is_one_exchange_with_exact_metadata(conv):
 def test_messages_are_redacted_as_they_arrive_not_when_the_turn_ends(conv, monkeypatch):
     """The turn's end waits for a durable write; it should not wait for redaction too."""
     import cards.redaction
-    import harness_plugin._conversation as conversation
+    import harness_plugin.memory._conversation as conversation
 
     calls: list[str] = []
 

@@ -1,4 +1,4 @@
-"""Consent for memory notes: only the person's own plain statements (harness_plugin._consent)."""
+"""Consent for memory notes: only the person's own plain statements (memory._consent)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness_plugin._consent import Refusal, consent
+from harness_plugin.memory._consent import Refusal, consent
 
 WITHHELD, QUESTION, REPORTED, DENIED = (
     Refusal.WITHHELD,

@@ -21,12 +21,12 @@ import pytest
 
 from cards import InvalidInput, RemoteMisconfigured
 from harness_plugin import cli
-from harness_plugin._eval import _backend, evaluate, passed, report_lines, write_report
-from harness_plugin._eval._corpus import Turn, expectations, load_corpus, parse_case
-from harness_plugin._eval._gates import gates
-from harness_plugin._eval._telemetry import CaseReport, Latency, Probe, Report, Run
-from harness_plugin._eval._world import fingerprint, planted_secrets
 from harness_plugin.config import config_from_mapping
+from harness_plugin.eval import _backend, evaluate, passed, report_lines, write_report
+from harness_plugin.eval._corpus import Turn, expectations, load_corpus, parse_case
+from harness_plugin.eval._gates import gates
+from harness_plugin.eval._telemetry import CaseReport, Latency, Probe, Report, Run
+from harness_plugin.eval._world import fingerprint, planted_secrets
 from indexer.testing import FakeHoncho
 
 # Keys whose values are identifiers or enumerations (the report may name those), not content.
@@ -45,7 +45,7 @@ def report() -> Report:
 
 
 def _corpus_documents() -> list[dict]:
-    folder = resources.files("harness_plugin._eval").joinpath("corpus")
+    folder = resources.files("harness_plugin.eval").joinpath("corpus")
     return [
         tomllib.loads(entry.read_text(encoding="utf-8"))
         for entry in sorted(folder.iterdir(), key=lambda e: e.name)
@@ -195,7 +195,7 @@ def test_the_report_holds_no_corpus_text_no_secret_and_no_path(report):
 
 
 def cli_lines(report: Report) -> list[str]:
-    from harness_plugin._eval import report_lines
+    from harness_plugin.eval import report_lines
 
     return report_lines(report, None)
 
@@ -233,7 +233,7 @@ def test_the_command_prints_a_table_writes_the_report_and_exits_zero(tmp_path, c
 def test_help_does_not_load_the_evaluation():
     probe = (
         "import sys\nfrom harness_plugin import cli\ncli._parser()\n"
-        "print([m for m in sys.modules if m.startswith(('harness_plugin._eval', 'indexer'))])"
+        "print([m for m in sys.modules if m.startswith(('harness_plugin.eval', 'indexer'))])"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import msgspec
 
-from harness_plugin import _capture, _conversation, _hybrid, _recall, cli
-from harness_plugin._eval import _play, evaluate
-from harness_plugin._eval._backend import HOLD_LIMIT_S
+from harness_plugin import cli
+from harness_plugin.eval import _play, evaluate
+from harness_plugin.eval._backend import HOLD_LIMIT_S
+from harness_plugin.memory import _capture, _conversation, _recall
+from harness_plugin.worker import _hybrid
 from indexer import MemorySearch, honcho_adapter
 
 

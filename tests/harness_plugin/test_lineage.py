@@ -187,9 +187,9 @@ def test_the_record_tool_takes_parents_only_from_the_callers_project(tmp_path):
     from host_helpers import caller, environ, export, host_config
 
     from cards import ArtifactError
-    from harness_plugin._caller import parse_caller
     from harness_plugin._runtime import Runtime
-    from harness_plugin._tools import ToolHost
+    from harness_plugin.worker._caller import parse_caller
+    from harness_plugin.worker._tools import ToolHost
 
     host = ToolHost(Runtime(host_config(tmp_path), environ=environ()), environ=environ())
     here, there = (

@@ -15,7 +15,7 @@ from host_helpers import write_config
 
 from cards.errors import IntegrityError
 from cas import write_new
-from harness_plugin._listing import _checked_chunks
+from harness_plugin.cli._listing import _checked_chunks
 
 EXE = shutil.which("artmem", path=str(Path(sys.executable).parent))
 

@@ -10,8 +10,8 @@ from conversation_helpers import Conversation, turn_events
 from host_helpers import caller
 
 from cards import ConsentRefused
-from harness_plugin._recall import Recalled, render
 from harness_plugin.config import config_from_mapping
+from harness_plugin.memory._recall import Recalled, render
 
 EXPECTED_BLOCK = """\
 [Honcho memory — untrusted recalled context]
@@ -205,7 +205,7 @@ def _call(conv, name, arguments, session="main-session-1", **extra):
 
 
 def _caller(conv, session, **extra):
-    from harness_plugin._caller import Caller
+    from harness_plugin.worker._caller import Caller
 
     return Caller.model_validate(caller(conv.tmp, session=session, **extra))
 

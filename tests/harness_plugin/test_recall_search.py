@@ -19,8 +19,8 @@ from host_helpers import KEY, caller
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness_plugin._caller import Caller
 from harness_plugin._status import _search_mode
+from harness_plugin.worker._caller import Caller
 from indexer import MemoryHit, MemorySearch, fused_order, shaped_queries
 from indexer._lexical import MAX_LEXICAL_QUERIES, SPECIAL
 from indexer.testing import FakeHoncho, delete_workspace
@@ -133,7 +133,7 @@ def _hit(message_id, content):
 
 
 def test_fuse_dedupes_by_message_and_by_text():
-    from harness_plugin._recall_search import fuse
+    from harness_plugin.memory._recall_search import fuse
 
     same = [_hit("m1", SAID), _hit("m2", SAID), _hit("m3", "assay units differ by site")]
     answers = [("q1", MemorySearch(same)), ("q2", MemorySearch([_hit("m1", SAID)]))]

@@ -10,9 +10,9 @@ from conftest import fingerprint
 from host_helpers import KEY, caller, environ, export, host_config
 
 from cards import ArtifactError
-from harness_plugin._caller import Caller, parse_caller
 from harness_plugin._runtime import Runtime
-from harness_plugin._tools import ToolHost, registry
+from harness_plugin.worker._caller import Caller, parse_caller
+from harness_plugin.worker._tools import ToolHost, registry
 from indexer.testing import FakeHoncho
 
 FORBIDDEN_WORDS = (

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from harness_plugin._eval._corpus import load_corpus, select
-from harness_plugin._eval._table import passed, report_lines, write_report
-from harness_plugin._eval._telemetry import CaseReport, Report
+from harness_plugin.eval._corpus import load_corpus, select
+from harness_plugin.eval._table import passed, report_lines, write_report
+from harness_plugin.eval._telemetry import CaseReport, Report
 
 if TYPE_CHECKING:
     from harness_plugin.config import HonchoConfig
@@ -42,8 +42,8 @@ def evaluate(
         RemoteMisconfigured: live: a synthetic workspace name is already taken.
         RemoteUnavailable, RemoteUnauthorized, RemoteRejected: live: Honcho failed or refused.
     """
-    from harness_plugin._eval._backend import fake_backend, live_backend
-    from harness_plugin._eval._runner import run_corpus
+    from harness_plugin.eval._backend import fake_backend, live_backend
+    from harness_plugin.eval._runner import run_corpus
 
     chosen = select(load_corpus(), cases or [])
     backend = live_backend(live, settle_s) if live is not None else fake_backend()
@@ -67,7 +67,7 @@ def judge(path: str) -> Report:
     from pydantic import ValidationError
 
     from cards import InvalidInput, validation_message
-    from harness_plugin._eval._gates import gates
+    from harness_plugin.eval._gates import gates
 
     try:
         with open(path, "rb") as handle:

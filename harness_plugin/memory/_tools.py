@@ -36,14 +36,14 @@ from cards import (
 )
 from cards.redaction import outbound_query
 from cas import utc_now
-from harness_plugin._capture import EventTracker, Outcome, UserMessage, count_of
 from harness_plugin._catalogs import LiveCatalog
-from harness_plugin._consent import Refusal, consent, kept_clauses, withholds
-from harness_plugin._conversation import Built, Identity, Redactions, Said, Skip, build_entry
-from harness_plugin._memory_config import CaptureMode, RecallMode
-from harness_plugin._recall import Recall, RecallFailed, item_text, superseded_ids
-from harness_plugin._recall_search import answered, fuse, submit_searches
 from harness_plugin._runtime import Runtime
+from harness_plugin.config._memory import CaptureMode, RecallMode
+from harness_plugin.memory._capture import EventTracker, Outcome, UserMessage, count_of
+from harness_plugin.memory._consent import Refusal, consent, kept_clauses, withholds
+from harness_plugin.memory._conversation import Built, Identity, Redactions, Said, Skip, build_entry
+from harness_plugin.memory._recall import Recall, RecallFailed, item_text, superseded_ids
+from harness_plugin.memory._recall_search import answered, fuse, submit_searches
 from indexer import MemoryHit
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from cards import (
 from cards.structs import HONCHO_ID, error_at, whole
 from cas import IntegrityMode
 from cas.slicing import DEFAULT_SLICE_LIMITS, ExportLimits, SliceLimits
-from harness_plugin._memory_config import (
+from harness_plugin.config._memory import (
     CaptureConfig,
     CaptureMode,
     RecallConfig,

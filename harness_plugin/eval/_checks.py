@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness_plugin._eval._corpus import Expect
-from harness_plugin._eval._telemetry import Observation, estimated_tokens
-from harness_plugin._recall import CARDS_TITLE, FOOTER, GLOBAL_TITLE, HEADER, PROJECT_TITLE
+from harness_plugin.eval._corpus import Expect
+from harness_plugin.eval._telemetry import Observation, estimated_tokens
+from harness_plugin.memory._recall import CARDS_TITLE, FOOTER, GLOBAL_TITLE, HEADER, PROJECT_TITLE
 
 _MARKER = re.compile(r"\[\s*/?\s*honcho memory", re.IGNORECASE)
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")

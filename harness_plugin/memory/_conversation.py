@@ -24,7 +24,7 @@ from datetime import datetime
 
 from cards import honcho_session_id
 from cards.redaction import RedactionResult, redact, remove_placeholders
-from harness_plugin._memory_config import CaptureConfig, Oversize
+from harness_plugin.config._memory import CaptureConfig, Oversize
 from indexer import (
     ConversationRef,
     OutboundMessage,

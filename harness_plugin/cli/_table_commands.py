@@ -45,8 +45,8 @@ from cas.slicing import (
     refused_columns,
 )
 from harness_plugin import _views
-from harness_plugin._filter_hints import filter_hints
-from harness_plugin._growth import Growth
+from harness_plugin.cli._filter_hints import filter_hints
+from harness_plugin.cli._growth import Growth
 
 MAX_CELL_CHARS = 40
 _WRITE_BYTES = 1 << 20

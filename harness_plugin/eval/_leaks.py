@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from harness_plugin._eval._checks import norm
+from harness_plugin.eval._checks import norm
 
 
 @dataclass(frozen=True, slots=True)

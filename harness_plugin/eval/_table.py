@@ -7,7 +7,7 @@ import tempfile
 
 import orjson
 
-from harness_plugin._eval._telemetry import RECALLS, CaseReport, Report, Run
+from harness_plugin.eval._telemetry import RECALLS, CaseReport, Report, Run
 
 HEADER = (
     f"{'#':>3}  {'case':<26}{'memory':>9}{'baseline':>10}{'recall p95':>12}"

@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cards import ArtifactError
-from harness_plugin import _serve
-from harness_plugin._eval._calls import call
-from harness_plugin._eval._checks import Seen
-from harness_plugin._eval._corpus import Turn
-from harness_plugin._eval._leaks import Scope
-from harness_plugin._eval._telemetry import Observation, Record, elapsed_ms, estimated_tokens
-from harness_plugin._eval._world import Actor, SessionState
+from harness_plugin.eval._calls import call
+from harness_plugin.eval._checks import Seen
+from harness_plugin.eval._corpus import Turn
+from harness_plugin.eval._leaks import Scope
+from harness_plugin.eval._telemetry import Observation, Record, elapsed_ms, estimated_tokens
+from harness_plugin.eval._world import Actor, SessionState
+from harness_plugin.worker import _serve
 
 if TYPE_CHECKING:
-    from harness_plugin._eval._play import CaseRun
+    from harness_plugin.eval._play import CaseRun
 
 
 @dataclass

@@ -35,10 +35,10 @@ from cards import (
     NotOwner,
     ShuttingDown,
 )
-from harness_plugin._caller import parse_caller, parse_session_caller
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_view
-from harness_plugin._tools import ToolHost
+from harness_plugin.worker._caller import parse_caller, parse_session_caller
+from harness_plugin.worker._tools import ToolHost
 from indexer import DeliveryWorker, Ownership
 
 PROTOCOL = 1

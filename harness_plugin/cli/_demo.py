@@ -127,7 +127,7 @@ def _run(
             f"artmem slice {experiment[:12]} --columns patient_id,response --where 'patient_id < 5'"
         )
     )
-    from harness_plugin._table_commands import render_table  # what `artmem slice` prints
+    from harness_plugin.cli._table_commands import render_table  # what `artmem slice` prints
 
     for line in render_table(piece).splitlines():
         say(f"   {line}")

@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness_plugin._eval._corpus import ToolName
+from harness_plugin.eval._corpus import ToolName
 
 _OUT = ConfigDict(extra="forbid")
 FORMAT: Literal["artmem-eval-report/1"] = "artmem-eval-report/1"

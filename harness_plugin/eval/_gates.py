@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from harness_plugin._eval._telemetry import (
+from harness_plugin.eval._telemetry import (
     RECALLS,
     CaseReport,
     Gate,

@@ -16,14 +16,14 @@ from pathlib import Path
 import orjson
 
 from cards import ArtifactError
-from harness_plugin import _serve
-from harness_plugin._eval import _steps, _turn
-from harness_plugin._eval._backend import Backend
-from harness_plugin._eval._checks import Labelled, Seen, observe, read_file, result_count
-from harness_plugin._eval._corpus import Case, Derive, Expect, Turn
-from harness_plugin._eval._leaks import Facts, Scope
-from harness_plugin._eval._telemetry import Method, Observation, Probe, Record
-from harness_plugin._eval._world import Actor, Mode, Names, expand, person_config
+from harness_plugin.eval import _steps, _turn
+from harness_plugin.eval._backend import Backend
+from harness_plugin.eval._checks import Labelled, Seen, observe, read_file, result_count
+from harness_plugin.eval._corpus import Case, Derive, Expect, Turn
+from harness_plugin.eval._leaks import Facts, Scope
+from harness_plugin.eval._telemetry import Method, Observation, Probe, Record
+from harness_plugin.eval._world import Actor, Mode, Names, expand, person_config
+from harness_plugin.worker import _serve
 
 
 @dataclass

@@ -37,7 +37,7 @@ from cards import (
     RemoteUnauthorized,
     RemoteUnavailable,
 )
-from harness_plugin._eval._transport import WatchingTransport
+from harness_plugin.eval._transport import WatchingTransport
 from indexer.testing import delete_workspace
 
 if TYPE_CHECKING:

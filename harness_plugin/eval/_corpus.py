@@ -323,7 +323,7 @@ def load_corpus() -> list[Case]:
     Raises:
         InvalidInput: a corpus file is not valid TOML or not a valid case.
     """
-    folder = resources.files(__package__ or "harness_plugin._eval").joinpath("corpus")
+    folder = resources.files(__package__ or "harness_plugin.eval").joinpath("corpus")
     cases = []
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".toml"):

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from cards import InvalidInput
 from cards.errors import HonchoDisabled
 from harness_plugin import _views
-from harness_plugin._command import EXIT_ERROR, EXIT_OK, Outcome, start
 from harness_plugin._progress import progress_for
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_lines, status_view
+from harness_plugin.cli._command import EXIT_ERROR, EXIT_OK, Outcome, start
 from harness_plugin.config import load_config
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ def status(args: argparse.Namespace) -> Outcome:
 
 
 def serve(args: argparse.Namespace) -> Outcome:
-    from harness_plugin._serve import serve
+    from harness_plugin.worker._serve import serve
 
     runtime = Runtime(load_config(args.config))
     return Outcome({}, [], serve(runtime, os.environ), silent=True)
@@ -179,7 +179,7 @@ def serve(args: argparse.Namespace) -> Outcome:
 
 
 def demo(args: argparse.Namespace) -> Outcome:
-    from harness_plugin._demo import run_demo  # pyarrow loads only for the demo
+    from harness_plugin.cli._demo import run_demo  # pyarrow loads only for the demo
 
     def say(line: str) -> None:
         if not args.json:
@@ -193,7 +193,7 @@ def demo(args: argparse.Namespace) -> Outcome:
 
 
 def run_eval(args: argparse.Namespace) -> Outcome:
-    from harness_plugin._eval import Report, evaluate, judge, passed, report_lines, write_report
+    from harness_plugin.eval import Report, evaluate, judge, passed, report_lines, write_report
 
     if args.judge is not None:
         if args.live or args.cases:

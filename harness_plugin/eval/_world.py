@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Literal
 
 from cards import NotOwner
-from harness_plugin._eval._backend import Backend
-from harness_plugin._eval._corpus import Case, Person
 from harness_plugin._runtime import Runtime
-from harness_plugin._tools import ToolHost
 from harness_plugin.config import Config, config_from_mapping
+from harness_plugin.eval._backend import Backend
+from harness_plugin.eval._corpus import Case, Person
+from harness_plugin.worker._tools import ToolHost
 from indexer import Ownership
 
 Mode = Literal["memory", "baseline"]

@@ -6,12 +6,12 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from harness_plugin._eval._corpus import Deliver, Derive, History, Honcho, Restart, Step, Tamper
-from harness_plugin._eval._leaks import Scope
-from harness_plugin._eval._telemetry import elapsed_ms
+from harness_plugin.eval._corpus import Deliver, Derive, History, Honcho, Restart, Step, Tamper
+from harness_plugin.eval._leaks import Scope
+from harness_plugin.eval._telemetry import elapsed_ms
 
 if TYPE_CHECKING:
-    from harness_plugin._eval._play import CaseRun
+    from harness_plugin.eval._play import CaseRun
 
 _SYLLABLES = ("ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "vu", "ze", "bo", "di", "fe")
 

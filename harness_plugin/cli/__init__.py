@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 
 if TYPE_CHECKING:
     from cards import ArtifactError
-    from harness_plugin._command import Outcome
+    from harness_plugin.cli._command import Outcome
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a reader that closed early (SIGPIPE)
@@ -144,7 +144,7 @@ def _main(argv: list[str]) -> int:
 
     module, _, function = args.run.partition(":")
     run: Callable[[argparse.Namespace], Outcome] = getattr(
-        importlib.import_module(f"harness_plugin.{module}"), function
+        importlib.import_module(f"harness_plugin.cli.{module}"), function
     )
     try:
         outcome = run(args)
@@ -164,7 +164,7 @@ def _main(argv: list[str]) -> int:
 
 
 def _usage(as_json: bool, message: str) -> int:
-    from harness_plugin._command import UsageError
+    from harness_plugin.cli._command import UsageError
 
     _fail(as_json, UsageError(message))
     return EXIT_USAGE

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from harness_plugin._conversation import Said
+from harness_plugin.memory._conversation import Said
 
 MAX_KEPT_CHARS = 100_000  # per message, before the configured bound (which is lower)
 

@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness_plugin._eval._backend import Backend
-from harness_plugin._eval._corpus import Case, Turn
-from harness_plugin._eval._gates import gates
-from harness_plugin._eval._play import CaseRun
-from harness_plugin._eval._telemetry import CaseReport, Latency, Report, Requests, Run
-from harness_plugin._eval._world import (
+from harness_plugin.eval._backend import Backend
+from harness_plugin.eval._corpus import Case, Turn
+from harness_plugin.eval._gates import gates
+from harness_plugin.eval._play import CaseRun
+from harness_plugin.eval._telemetry import CaseReport, Latency, Report, Requests, Run
+from harness_plugin.eval._world import (
     MODES,
     Mode,
     Names,

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, cast
 import orjson
 
 from cards import ArtifactError
-from harness_plugin import _serve
-from harness_plugin._eval._checks import Labelled, Seen, norm
-from harness_plugin._eval._corpus import Call, FileSpec
-from harness_plugin._eval._leaks import Scope
-from harness_plugin._eval._telemetry import Method, Record, WriteMethod, elapsed_ms
+from harness_plugin.eval._checks import Labelled, Seen, norm
+from harness_plugin.eval._corpus import Call, FileSpec
+from harness_plugin.eval._leaks import Scope
+from harness_plugin.eval._telemetry import Method, Record, WriteMethod, elapsed_ms
+from harness_plugin.worker import _serve
 
 if TYPE_CHECKING:
-    from harness_plugin._eval._turn import TurnPlay
+    from harness_plugin.eval._turn import TurnPlay
 
 WRITES = {"memory_record", "memory_correct", "memory_artifact_record"}
 UNKNOWN_EXPERIMENT = "exp_" + "a" * 52  # well-formed, never recorded: what a model would guess

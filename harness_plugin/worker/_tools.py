@@ -21,12 +21,12 @@ from cards import ArtifactError, InvalidInput, UnknownTool, validation_message, 
 from cards.redaction import outbound_query
 from cas import Provenance
 from harness_plugin import _views
-from harness_plugin._caller import Caller
 from harness_plugin._catalogs import LiveCatalog
-from harness_plugin._hybrid import Hit, hybrid_search
-from harness_plugin._memory import ConversationMemory
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_view
+from harness_plugin.memory._tools import ConversationMemory
+from harness_plugin.worker._caller import Caller
+from harness_plugin.worker._hybrid import Hit, hybrid_search
 from indexer import CardSearch
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ import sys
 from cards import InvalidInput, SourceMissing, excerpt, parse_session_id
 from cas import Provenance
 from harness_plugin import _shortids, _views
-from harness_plugin._command import Outcome, start
 from harness_plugin._progress import progress_for
+from harness_plugin.cli._command import Outcome, start
 
 
 def record(args: argparse.Namespace) -> Outcome:
@@ -73,7 +73,7 @@ def resolve(args: argparse.Namespace) -> Outcome:
 
 
 def show_command(args: argparse.Namespace) -> Outcome:
-    from harness_plugin._table_commands import show, show_lines  # pyarrow loads only here
+    from harness_plugin.cli._table_commands import show, show_lines  # pyarrow loads only here
 
     runtime, store = start(args)
     limits = runtime.config.slice.resolve()
@@ -112,7 +112,7 @@ def ui(args: argparse.Namespace) -> Outcome:
 
 
 def slice_command(args: argparse.Namespace) -> Outcome:
-    from harness_plugin._table_commands import slice_view  # pyarrow loads only here
+    from harness_plugin.cli._table_commands import slice_view  # pyarrow loads only here
 
     runtime, store = start(args)
     limits = runtime.config.slice.resolve()
@@ -139,7 +139,7 @@ def search(args: argparse.Namespace) -> Outcome:
 
 
 def list_experiments(args: argparse.Namespace) -> Outcome:
-    from harness_plugin import _listing
+    from harness_plugin.cli import _listing
 
     _, store = start(args)
     wanted = _listing.ListFilter(
@@ -153,7 +153,7 @@ def list_experiments(args: argparse.Namespace) -> Outcome:
 
 
 def export(args: argparse.Namespace) -> Outcome:
-    from harness_plugin import _listing
+    from harness_plugin.cli import _listing
 
     runtime, store = start(args)
     view = _listing.export(
