@@ -151,7 +151,8 @@ def test_quota_freed_by_rm_and_gc_lets_a_new_record_in(env, capsys):
     first = _record(capsys, env, "big.csv", b"x" * 1000)["experiment_id"]
     (env / "rlm" / "sessions" / "s1" / "exports" / "next.csv").write_bytes(b"y" * 1000)
     argv = ["record", "--session", "s1", "next.csv", "--title", "T", "--summary", "S",
-            "--query-fingerprint", fingerprint("n"), "--source", "w", "--source-version", "v"]  # fmt: skip
+            "--query-fingerprint", fingerprint("n"), "--source", "w",
+            "--source-version", "v"]  # fmt: skip
     code, refused = _cli(capsys, *argv)
     assert code == 1 and refused["error"]["code"] == "cas.quota_exceeded"
     _cli(capsys, "rm", first)
