@@ -93,7 +93,9 @@ def test_two_concurrent_editors_one_wins_the_other_is_told(env, capsys):
     procs = [
         subprocess.Popen(
             [ARTMEM, "edit", exp, "--if-revision", revision, "--title", f"Editor {n}", "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )  # fmt: skip
         for n in range(2)
     ]
