@@ -29,24 +29,23 @@ from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from cas._bucket import BucketSettings, BucketStore
+    from cas._bucket._gc import collect_bucket_garbage
     from cas._bucket._migrate import migrate
     from cas._catalog import Catalog, SearchHit
     from cas._catalog_local import CatalogCheck, LocalCatalog
     from cas._fs import atomic_write, make_dirs, make_root, open_dir, read_small, write_new
     from cas._fsck import FsckReport, fsck
-    from cas._gc import GcReport, Reclaimable, Retention, collect_garbage
+    from cas._gc import GcReport, Retention, collect_garbage
     from cas._lifecycle import (
         CardEdit,
-        Edited,
         Removed,
-        audit_lines,
         card_revision,
         edit_card,
         remove_experiments,
-        retired_among,
     )
     from cas._local_store import ProjectStore
     from cas._results import Located, Provenance, Recorded, Resolved
+    from cas._retirement import retired_among
     from cas._store import Store, utc_now
     from cas._verify import IntegrityMode, VerificationCache
 
@@ -64,21 +63,19 @@ _EXPORTS = {
     "BucketSettings": "cas._bucket",
     "BucketStore": "cas._bucket",
     "migrate": "cas._bucket._migrate",
+    "collect_bucket_garbage": "cas._bucket._gc",
     "FsckReport": "cas._fsck",
     "Store": "cas._store",
     "fsck": "cas._fsck",
     "GcReport": "cas._gc",
-    "Reclaimable": "cas._gc",
     "Retention": "cas._gc",
     "collect_garbage": "cas._gc",
     "CardEdit": "cas._lifecycle",
-    "Edited": "cas._lifecycle",
     "Removed": "cas._lifecycle",
-    "audit_lines": "cas._lifecycle",
     "card_revision": "cas._lifecycle",
     "edit_card": "cas._lifecycle",
     "remove_experiments": "cas._lifecycle",
-    "retired_among": "cas._lifecycle",
+    "retired_among": "cas._retirement",
     "Located": "cas._results",
     "Provenance": "cas._results",
     "Recorded": "cas._results",
@@ -95,7 +92,6 @@ __all__ = [
     "CardEdit",
     "Catalog",
     "CatalogCheck",
-    "Edited",
     "FsckReport",
     "GcReport",
     "IntegrityMode",
@@ -103,7 +99,6 @@ __all__ = [
     "Located",
     "ProjectStore",
     "Provenance",
-    "Reclaimable",
     "Recorded",
     "Removed",
     "Resolved",
@@ -112,8 +107,8 @@ __all__ = [
     "Store",
     "VerificationCache",
     "atomic_write",
-    "audit_lines",
     "card_revision",
+    "collect_bucket_garbage",
     "collect_garbage",
     "edit_card",
     "fsck",

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cards import ArtifactId
-from cards.errors import PathEscape, SourceMissing, StoreIOError
+from cards.errors import InvalidInput, PathEscape, SourceMissing, StoreIOError
 from cas import _fs
 from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX
 from cas._progress import Progress
@@ -81,18 +81,20 @@ def collect_garbage(
     progress: Progress | None = None,
     now: float | None = None,
 ) -> GcReport:
-    """Collect the project's garbage (see the module docstring); a dry run unless `apply`.
+    """Collect a local project's garbage (see the module docstring); a dry run unless `apply`.
 
     Raises:
+        InvalidInput: `store` is not a local store.
         StoreIOError: the store failed (what was reclaimed before stays reclaimed).
     """
     from cas._local_store import ProjectStore
 
     clock = time.time() if now is None else now
-    if not isinstance(store, ProjectStore):
-        from cas._gc_bucket import collect_bucket
-
-        return collect_bucket(store, retention, apply=apply, progress=progress, now=clock)
+    if not isinstance(store, ProjectStore):  # a bucket's: `cas._bucket._gc`
+        raise InvalidInput(
+            "collect_garbage collects a local store; a bucket's is collected by "
+            "collect_bucket_garbage"
+        )
     return _collect_local(store, retention, apply=apply, progress=progress, now=clock)
 
 

@@ -30,16 +30,16 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cards import canonical_json, parse_experiment_id
-from cards.errors import CardInvalid, EditConflict, ExperimentNotFound, InvalidInput
+from cards.errors import CardInvalid, EditConflict, InvalidInput
 from cas._backend import Backend
 from cas._layout import CARD_SUFFIX, CARDS
+from cas._retirement import RETIRED, room_backend
 from cas._store import Room, Store, recorded, retried, utc_now
 
 if TYPE_CHECKING:
     from cards import ExperimentCardV1, ExperimentId, Limits
 
 AUDIT = "audit"
-RETIRED = "retired"
 REVISION_CHARS = 64
 
 
@@ -268,37 +268,6 @@ def _delete_card(room: Room, keys: Backend, exp_id: ExperimentId) -> None:
         with room.staging() as tmp_fd:
             _card_log.log_change(room.fd, name, tmp_fd)
     keys.delete(f"{CARDS}/{name}")
-
-
-def room_backend(store: Store, room: Room) -> Backend:
-    """The project's keys behind an open room (a local directory, or the bucket)."""
-    from cas._project import Project
-
-    if isinstance(room, Project):
-        from cas._local_backend import LocalBackend
-
-        return LocalBackend(room.fd)
-    backend: Backend = getattr(store, "backend")  # noqa: B009  # a BucketStore's seam
-    return backend
-
-
-def retired_among(store: Store, experiment_ids: Sequence[str]) -> set[str]:
-    """Which of these experiments an operator removed (`rm`) and no card names again."""
-    if not experiment_ids:
-        return set()
-    with store._opened(create=False) as room:
-        if room is None:
-            return set()
-        keys = room_backend(store, room)
-        retired = set()
-        for exp_id in experiment_ids:
-            if keys.stat(f"{RETIRED}/{parse_experiment_id(exp_id)}") is None:
-                continue
-            try:
-                room.cards.read(parse_experiment_id(exp_id))
-            except (ExperimentNotFound, CardInvalid):
-                retired.add(exp_id)
-        return retired
 
 
 def audit_lines(store: Store) -> list[bytes]:

@@ -158,7 +158,7 @@ def _removed_line(r: Removed) -> str:
 
 def gc(args: argparse.Namespace) -> Outcome:
     """List (dry run) or reclaim what no card needs and what is kept past its retention."""
-    from cas import collect_garbage
+    from cas import BucketStore, collect_bucket_garbage, collect_garbage
 
     runtime, store = start(args)
     retention = runtime.config.retention
@@ -169,7 +169,12 @@ def gc(args: argparse.Namespace) -> Outcome:
         )
     bar = progress_for(sys.stderr, "collecting", enabled=not args.json)
     try:
-        report = collect_garbage(store, retention.policy(), apply=args.apply, progress=bar)
+        if isinstance(store, BucketStore):
+            report = collect_bucket_garbage(
+                store, retention.policy(), apply=args.apply, progress=bar
+            )
+        else:
+            report = collect_garbage(store, retention.policy(), apply=args.apply, progress=bar)
     finally:
         if bar is not None:
             bar.close()

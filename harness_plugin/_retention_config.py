@@ -16,7 +16,7 @@ from msgspec import Meta
 from harness_plugin._memory_config import Section
 
 if TYPE_CHECKING:
-    from cas._gc import Retention
+    from cas import Retention
 
 HOUR_S = 3_600.0
 DAY_S = 86_400.0

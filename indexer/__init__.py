@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from indexer._lexical import fused_order, matches_lexically, shaped_queries
     from indexer._outbox import Outbox, OutboxStats
     from indexer._policy import CircuitBreaker, RetryPolicy
-    from indexer._retire import RETIRED_KIND, retire
+    from indexer._retire import retire
     from indexer._search import CardSearch, MemoryHit, MemorySearch, RemoteCardHit, UserContext
     from indexer._worker import (
         DeliveryReport,
@@ -49,7 +49,6 @@ _EXPORTS = {
     "Outbox": "indexer._outbox",
     "OutboxStats": "indexer._outbox",
     "RetryPolicy": "indexer._policy",
-    "RETIRED_KIND": "indexer._retire",
     "retire": "indexer._retire",
     "CircuitBreaker": "indexer._policy",
     "CardSearch": "indexer._search",
@@ -82,7 +81,6 @@ __all__ = [
     "OutboxEntry",
     "OutboxStats",
     "Ownership",
-    "RETIRED_KIND",
     "ReconcileReport",
     "RemoteCardHit",
     "RetryPolicy",

@@ -1,6 +1,6 @@
 """Garbage collection of a bucket store, where no lock spans hosts.
 
-The same reclaimable things as locally (`_gc`), in object-storage terms: objects no card names
+The same reclaimable things as locally (`cas._gc`), in object-storage terms: objects no card names
 (with their manifests), staging keys and incomplete uploads, quarantined objects, each only
 once older than its expiry. A record on another host takes no lock this sweep could share, and
 may adopt an old unreferenced object (deduplication) at any instant, so deleting is made
@@ -23,6 +23,7 @@ a delete and step 3 a resolve of an adopting card may fail and succeed when trie
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -34,29 +35,25 @@ from cas._progress import Progress
 if TYPE_CHECKING:
     from cas._bucket._client import BucketClient, Head
     from cas._bucket._store import BucketStore
-    from cas._store import Store
 
 TRASH = "trash/"
 
 
-def collect_bucket(
-    store: Store,
+def collect_bucket_garbage(
+    store: BucketStore,
     retention: Retention,
     *,
     apply: bool,
-    progress: Progress | None,
-    now: float,
+    progress: Progress | None = None,
+    now: float | None = None,
 ) -> GcReport:
-    """Collect a bucket project's garbage (see the module docstring).
+    """Collect a bucket project's garbage (see the module docstring); a dry run unless `apply`.
 
     Raises:
         StoreIOError: the bucket failed.
     """
-    from cas._bucket._store import BucketStore
-
-    assert isinstance(store, BucketStore)
     report = GcReport(applied=apply)
-    clock = datetime.fromtimestamp(now, UTC)
+    clock = datetime.fromtimestamp(time.time() if now is None else now, UTC)
     referenced, unreadable = _referenced(store)
     report.unreadable_cards = unreadable
     client, keys = store.client, store.keys

@@ -19,7 +19,14 @@ import pytest
 from bucket_helpers import Host, quirky_bucket, s3_endpoint
 from conftest import PROJECT, SESSION, Workspace, metadata_fields
 
-from cas import Retention, collect_garbage, fsck, remove_experiments
+from cas import (
+    BucketStore,
+    Retention,
+    collect_bucket_garbage,
+    collect_garbage,
+    fsck,
+    remove_experiments,
+)
 
 __all__ = ["quirky_bucket", "s3_endpoint"]  # fixtures, imported for pytest
 
@@ -69,7 +76,8 @@ def _race(ws: Workspace, store, job: dict[str, object]) -> dict[str, int]:  # ty
             present = [card.experiment_id for card in store.scan_cards().cards]
             if present:
                 counts["removed"] += len(remove_experiments(store, present, who="race"))
-            report = collect_garbage(store, NO_GRACE, apply=True)
+            collect = collect_bucket_garbage if isinstance(store, BucketStore) else collect_garbage
+            report = collect(store, NO_GRACE, apply=True)
             counts["reclaimed"] += sum(1 for i in report.reclaimed if i.kind == "object")
             counts["restored"] += report.restored
             counts["rounds"] += 1

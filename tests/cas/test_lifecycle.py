@@ -14,7 +14,6 @@ from cards.errors import EditConflict, ExperimentNotFound, InvalidInput
 from cas import (
     CardEdit,
     Retention,
-    audit_lines,
     card_revision,
     collect_garbage,
     edit_card,
@@ -22,6 +21,7 @@ from cas import (
     remove_experiments,
     retired_among,
 )
+from cas._lifecycle import audit_lines
 
 NOW_GRACE = Retention(grace_s=0, quarantine_s=0)
 
