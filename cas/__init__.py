@@ -15,6 +15,8 @@ Rooms (each a private module; this file is the public API):
   state root (`_catalog_local`), `_catalog_engine` the tantivy edge, `_catalog_files` its files
   under the state root; `_fsck`: the
   operator's check and repair;
+- `_lifecycle`: the operator's edit and removal of cards (`_retirement` reads what was removed),
+  `_gc`: garbage collection (a bucket's in `_bucket/_gc`);
 - `_fs`: the filesystem edge (descriptor-relative opens, staged files, atomic writes);
 - `slicing/`: bounded, verified reads of recorded tables (its own public API).
 
