@@ -80,7 +80,7 @@ def collect_bucket_garbage(
         for gone in sorted(set(deleted) & now_named):
             _restore(client, store, keys.object(ArtifactId(gone)))
             report.restored += 1
-        _purge_trash(store, now_named, retention, report, clock)
+        _purge_trash(store, now_named, set(deleted), retention, report, clock)
     else:
         _list_trash(store, referenced, retention, report, clock)
     _sweep_staging(store, retention, report, clock)
@@ -126,15 +126,21 @@ def _restore(client: BucketClient, store: BucketStore, key: str) -> None:
 def _purge_trash(
     store: BucketStore,
     named: set[str],
+    just_moved: set[ArtifactId],
     retention: Retention,
     report: GcReport,
     clock: datetime,
 ) -> None:
-    """Delete old trash no card names; put back what a card names and is missing."""
+    """Delete old trash no card names; put back what a card names and is missing.
+
+    What this run moved to trash (`just_moved`) stays until a later run.
+    """
     client, keys = store.client, store.keys
     for head in client.listing(f"{keys.root}{TRASH}"):
         name = head.key.rpartition("/")[2]
         aid = ArtifactId(name.removesuffix(CHUNKS_SUFFIX))
+        if aid in just_moved:
+            continue
         if aid in named:
             if client.head(keys.object(aid)) is None:
                 _restore(client, store, keys.object(aid))

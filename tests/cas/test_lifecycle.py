@@ -7,7 +7,8 @@ import os
 import time
 
 import pytest
-from conftest import Workspace, fingerprint
+from bucket_helpers import Host, bucket, keys_below, s3_endpoint
+from conftest import PROJECT, Workspace, fingerprint
 
 from cards import IndexState
 from cards.errors import EditConflict, ExperimentNotFound, InvalidInput
@@ -15,6 +16,7 @@ from cas import (
     CardEdit,
     Retention,
     card_revision,
+    collect_bucket_garbage,
     collect_garbage,
     edit_card,
     fsck,
@@ -22,6 +24,8 @@ from cas import (
     retired_among,
 )
 from cas._lifecycle import audit_lines
+
+__all__ = ["bucket", "s3_endpoint"]  # fixtures, imported for pytest
 
 NOW_GRACE = Retention(grace_s=0, quarantine_s=0)
 
@@ -176,3 +180,47 @@ def test_an_unreadable_card_stops_the_collection_of_objects(ws: Workspace) -> No
     (ws.project_dir(store) / "cards" / ("exp_" + "b" * 52 + ".json")).write_bytes(b"{")
     report = collect_garbage(store, NOW_GRACE, apply=True)
     assert report.unreadable_cards == 1 and report.reclaimed == []
+
+
+# -- on a bucket ------------------------------------------------------------------------------
+
+
+def test_a_bucket_edits_conditionally_removes_and_collects_through_trash(
+    ws: Workspace, s3_endpoint: str, bucket: str
+) -> None:
+    store = Host(s3_endpoint, bucket, ws.root / "state").store(PROJECT)
+    ws.export("r.csv", b"a\n1\n")
+    card = ws.record(store, "r.csv").card
+    exp, aid = card.experiment_id, card.typed_artifact_id
+    seen = card_revision(card)
+    edit_card(store, exp, CardEdit(title="Bucket title"), if_revision=seen)
+    with pytest.raises(EditConflict):
+        edit_card(store, exp, CardEdit(title="Lost update"), if_revision=seen)
+    assert store.load_card(exp).title == "Bucket title"
+    remove_experiments(store, [exp], who="ops")
+    assert retired_among(store, [exp]) == {exp} and len(audit_lines(store)) == 1
+    object_key = store.keys.object(aid)
+    dry = collect_bucket_garbage(store, NOW_GRACE, apply=False)
+    assert [i.kind for i in dry.reclaimed] == ["object"]
+    assert object_key in keys_below(s3_endpoint, bucket)
+    applied = collect_bucket_garbage(store, NOW_GRACE, apply=True)
+    keys = keys_below(s3_endpoint, bucket)
+    assert applied.bytes == 4 and object_key not in keys
+    assert any("/trash/" in key for key in keys) and fsck(store).ok  # reversible until next gc
+    later = collect_bucket_garbage(store, NOW_GRACE, apply=True)
+    assert {i.kind for i in later.reclaimed} == {"trash"}
+    assert not any("/trash/" in key for key in keys_below(s3_endpoint, bucket))
+
+
+def test_a_bucket_gc_puts_back_an_object_a_card_named_meanwhile(
+    ws: Workspace, s3_endpoint: str, bucket: str
+) -> None:
+    store = Host(s3_endpoint, bucket, ws.root / "state").store(PROJECT)
+    ws.export("r.csv", b"a\n1\n")
+    card = store.load_card(ws.record(store, "r.csv").card.experiment_id)
+    remove_experiments(store, [card.experiment_id], who="ops")
+    collect_bucket_garbage(store, NOW_GRACE, apply=True)  # the object is in trash now
+    assert store.cards.write(card, None)  # a record that adopted it wrote its card meanwhile
+    report = collect_bucket_garbage(store, NOW_GRACE, apply=True)
+    assert report.restored == 1 and fsck(store).ok
+    assert store.resolve(card.experiment_id).card.artifact == card.artifact
