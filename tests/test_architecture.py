@@ -14,6 +14,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,6 +101,14 @@ def test_rlm_client_uses_only_the_slicing_part_of_the_store():
             assert top not in {"indexer", "harness_plugin", "honcho", "httpx"}
 
 
+def _probed(probe: str) -> Any:
+    """What `probe` prints as JSON, run in a fresh interpreter at the repository root."""
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
 def test_importing_rlm_client_loads_no_store_write_module():
     """Through `sys.modules` in a fresh interpreter: indirect imports count too."""
     probe = (
@@ -107,10 +116,7 @@ def test_importing_rlm_client_loads_no_store_write_module():
         "rlm_client.read_slice, rlm_client.record, rlm_client.export_table\n"
         "print(json.dumps(sorted(sys.modules)))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    loaded = json.loads(done.stdout)
+    loaded = _probed(probe)
     assert "cas.slicing._slice" in loaded  # the probe did load the slicing path
     forbidden = [name for name in loaded if KERNEL_FORBIDDEN.fullmatch(name)]
     assert forbidden == []
@@ -282,10 +288,7 @@ def test_no_tool_or_worker_loads_the_lifecycle():
         "names = set(_tools.registry(True, conversation=True))\n"
         "print(json.dumps({'modules': sorted(sys.modules), 'tools': sorted(names)}))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    loaded = json.loads(done.stdout)
+    loaded = _probed(probe)
     assert [m for m in loaded["modules"] if LIFECYCLE_MODULES.fullmatch(m)] == []
     words = ("edit", "rm", "remove", "delete", "gc", "garbage", "retire", "purge", "prune")
     for tool in loaded["tools"]:
