@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from cards import ExperimentCardV1, ExperimentId, Limits
 
 AUDIT = "audit"
-REVISION_CHARS = 64
+_REVISION = re.compile(r"[0-9a-f]{12,64}")  # a revision, or its first characters as printed
 
 
 class CardEdit(msgspec.Struct, frozen=True, kw_only=True):
@@ -99,10 +100,12 @@ def edit_card(
 ) -> Edited:
     """Apply `edit` to the card, only if the card is still at revision `if_revision`.
 
+    `if_revision` may be the first 12 or more characters of the revision (as printed).
+
     Raises:
         InvalidId: `experiment_id` is malformed.
-        InvalidInput: a value breaks the card's rules or the configured bounds, or a tag to
-            remove is not on the card.
+        InvalidInput: a value breaks the card's rules or the configured bounds, a tag to
+            remove is not on the card, or `if_revision` is not a revision.
         ExperimentNotFound: there is no such card.
         EditConflict: the card is at another revision now (nothing was written).
         StoreIOError: the store failed, or the card kept changing (retryable).
@@ -111,6 +114,8 @@ def edit_card(
 
     check_writable(store.read_only)
     exp_id = parse_experiment_id(experiment_id)
+    if _REVISION.fullmatch(if_revision) is None:
+        raise InvalidInput("a revision is 12 to 64 lowercase hex characters, as an edit prints it")
     when = now or utc_now()
     with store._opened(create=False) as opened:
         room = recorded(opened)
@@ -119,7 +124,7 @@ def edit_card(
             with room.locked():
                 card, version = room.cards.read_versioned(exp_id)
                 before = card_revision(card)
-                if before != if_revision:
+                if not before.startswith(if_revision):
                     raise EditConflict(
                         f"experiment {exp_id} changed since revision {if_revision[:12]} "
                         f"(it is at {before[:12]} now); nothing was written: look at it again "

@@ -261,3 +261,13 @@ def test_rm_before_sync_withdraws_the_waiting_card(tmp_path):
         assert [m.metadata["kind"] for m in fake.messages("artmem-dev")] == ["experiment-retired"]
     finally:
         host.close()
+
+
+def test_a_revision_may_be_given_as_printed_and_must_look_like_one(env, capsys):
+    exp = _record(capsys, env, "r.csv", b"a\n1\n")["experiment_id"]
+    code, first = _cli(capsys, "edit", exp, "--summary", "Once")
+    code, second = _cli(capsys, "edit", exp, "--if-revision", first["revision"][:12],
+                        "--summary", "Twice")  # fmt: skip
+    assert code == 0 and second["previous_revision"] == first["revision"]
+    code, out = _cli(capsys, "edit", exp, "--if-revision", "not-hex", "--summary", "x")
+    assert code == 1 and out["error"]["code"] == "input.invalid"
