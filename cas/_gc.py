@@ -156,10 +156,10 @@ def _sweep_object(
         report.referenced += 1
         return
     st = project.objects.lstat(artifact_id)
-    if st is None:
+    if st is None or report.unreadable_cards:  # a card we cannot read may name it
         return
-    if report.unreadable_cards or _age(st, now) < retention.grace_s:
-        report.young += 0 if report.unreadable_cards else 1
+    if _age(st, now) < retention.grace_s:
+        report.young += 1
         return
     key = "/".join(project.layout.object_path(artifact_id))
     report.reclaimed.append(Reclaimable("object", key, st.st_size))

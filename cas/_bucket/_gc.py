@@ -68,20 +68,23 @@ def collect_bucket_garbage(
             progress.advance(head.size)
         if aid in referenced:
             report.referenced += 1
-        elif unreadable or head.modified > clock - timedelta(seconds=retention.grace_s):
-            report.young += 0 if unreadable else 1
+        elif unreadable:  # a card we cannot read may name it
+            continue
+        elif head.modified > clock - timedelta(seconds=retention.grace_s):
+            report.young += 1
         else:
             report.reclaimed.append(Reclaimable("object", _rel(store, head.key), head.size))
             if apply:
                 _trash(client, store, head.key, head.key + CHUNKS_SUFFIX in manifests)
                 deleted[aid] = head
     if apply:
-        now_named, _ = _referenced(store)
+        now_named, unreadable = _referenced(store)
         for gone in sorted(set(deleted) & now_named):
             _restore(client, store, keys.object(ArtifactId(gone)))
             report.restored += 1
-        _purge_trash(store, now_named, set(deleted), retention, report, clock)
-    else:
+        if not unreadable:  # a card we cannot read may name what is in trash
+            _purge_trash(store, now_named, set(deleted), retention, report, clock)
+    elif not unreadable:
         _list_trash(store, referenced, retention, report, clock)
     _sweep_staging(store, retention, report, clock)
     _sweep_prefix(store, keys.quarantine, "quarantined", retention.quarantine_s, report, clock)
