@@ -30,7 +30,7 @@ from pathlib import Path
 from _common import machine_line, print_table, remove_tree, spread
 from _common import median as median_of
 
-from cards import dump_card, parse_metadata, parse_project_id, project_key
+from cards import CardMetadata, dump_card, parse_metadata, parse_project_id, project_key
 from cards.build import card_for_bytes
 from cas import ProjectStore
 
@@ -74,7 +74,7 @@ def build(work: Path, count: int) -> tuple[Path, list[str]]:
     return config, unreferenced
 
 
-def _metadata(n: int):  # type: ignore[no-untyped-def]
+def _metadata(n: int) -> CardMetadata:
     return parse_metadata(
         {
             "title": f"Result {n}",
