@@ -94,6 +94,9 @@ class ErrorCode(enum.StrEnum):
     PROJECT_MISMATCH = "memory.project_mismatch"
     UNKNOWN_PARENT = "lineage.unknown_parent"
     PARENTS_FIXED = "lineage.parents_fixed"
+    EDIT_CONFLICT = "cas.edit_conflict"
+    IDENTITY_FIELD = "input.identity_field"
+    UNATTENDED_REFUSED = "cas.unattended_refused"
 
 
 class ArtifactError(Exception):

@@ -133,9 +133,11 @@ def revised_card(
     """`existing` with the descriptive fields `metadata` sets; `existing` itself when equal.
 
     An optional field `metadata` leaves unset (not in `given`) keeps its value on the card:
-    recording the same bytes again without tags keeps the tags; an explicit empty list clears
-    them. Identity fields never change (they made the experiment id). New descriptive text is a
-    new projection revision, so an indexed card goes back to `pending`. Parents are fixed when
+    recording the same bytes again without tags keeps the tags; given tags are added to the
+    card's (a person re-recording with `--tag rnaseq` expects to add a tag; removing one is
+    `artmem edit --remove-tag`); an explicit empty list clears them. Identity fields never
+    change (they made the experiment id). New descriptive text is a new projection revision,
+    so an indexed card goes back to `pending`. Parents are fixed when
     the card is first written (so every parent existed before its child, and lineage has no
     cycle): a re-record may repeat them or leave them out, never change them.
 
@@ -149,6 +151,9 @@ def revised_card(
             "(leave --derived-from out, or repeat the same parents in the same order)"
         )
     descriptive = _descriptive(metadata)
+    added = descriptive.get("tags")
+    if isinstance(added, list) and added:  # tags add up; an explicit empty list clears them
+        descriptive["tags"] = [*existing.tags, *(t for t in added if t not in existing.tags)]
     current = {name: getattr(existing, name) for name in descriptive}
     media_type = existing.artifact.media_type
     if "media_type" in metadata.given:

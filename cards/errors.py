@@ -17,6 +17,7 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     │   ├── UnknownColumn                        slice.unknown_column
     │   ├── UnknownParent                        lineage.unknown_parent
     │   ├── ParentsFixed                         lineage.parents_fixed
+    │   ├── IdentityField                        input.identity_field
     │   └── UnsupportedMediaType                 slice.unsupported_media_type
     ├── ShuttingDown (RuntimeError, retryable)   worker.shutting_down
     ├── WorkerInternal (RuntimeError)            worker.internal
@@ -44,6 +45,8 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     ├── IntegrityError (ValueError)              cas.integrity
     ├── StoreIOError (OSError, retryable)        cas.io
     ├── BackendUnsupported (RuntimeError)        cas.backend_unsupported
+    ├── EditConflict (RuntimeError)              cas.edit_conflict
+    ├── UnattendedRefused (PermissionError)      cas.unattended_refused
     ├── OutboxError (OSError, retryable)         indexer.outbox_io
     ├── NotOwner (RuntimeError)                  indexer.not_owner
     ├── HonchoDisabled (RuntimeError)            indexer.disabled
@@ -270,6 +273,31 @@ class BackendUnsupported(ArtifactError, RuntimeError):
     def __init__(self, capability: str, message: str) -> None:
         super().__init__(message)
         self.capability = capability
+
+
+class IdentityField(InvalidInput):
+    """An edit names a field of the experiment's identity: that is a new record, not an edit."""
+
+    code = ErrorCode.IDENTITY_FIELD
+
+
+class EditConflict(ArtifactError, RuntimeError):
+    """The card changed since the revision an edit was decided on; nothing was written.
+
+    `revision` is the card's revision now: read the card again and decide the edit again.
+    """
+
+    code = ErrorCode.EDIT_CONFLICT
+
+    def __init__(self, message: str, revision: str) -> None:
+        super().__init__(message)
+        self.revision = revision
+
+
+class UnattendedRefused(ArtifactError, PermissionError):
+    """A destructive operator command would run with no one at a terminal, and policy forbids it."""
+
+    code = ErrorCode.UNATTENDED_REFUSED
 
 
 class OutboxError(ArtifactError, OSError):

@@ -15,6 +15,8 @@ Rooms (each a private module; this file is the public API):
   state root (`_catalog_local`), `_catalog_engine` the tantivy edge, `_catalog_files` its files
   under the state root; `_fsck`: the
   operator's check and repair;
+- `_lifecycle`: the operator's edit and removal of cards (`_retirement` reads what was removed),
+  `_gc`: garbage collection (a bucket's in `_bucket/_gc`);
 - `_fs`: the filesystem edge (descriptor-relative opens, staged files, atomic writes);
 - `slicing/`: bounded, verified reads of recorded tables (its own public API).
 
@@ -29,13 +31,23 @@ from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from cas._bucket import BucketSettings, BucketStore
+    from cas._bucket._gc import collect_bucket_garbage
     from cas._bucket._migrate import migrate
     from cas._catalog import Catalog, SearchHit
     from cas._catalog_local import CatalogCheck, LocalCatalog
     from cas._fs import atomic_write, make_dirs, make_root, open_dir, read_small, write_new
     from cas._fsck import FsckReport, fsck
+    from cas._gc import GcReport, Retention, collect_garbage
+    from cas._lifecycle import (
+        CardEdit,
+        Removed,
+        card_revision,
+        edit_card,
+        remove_experiments,
+    )
     from cas._local_store import ProjectStore
     from cas._results import Located, Provenance, Recorded, Resolved
+    from cas._retirement import retired_among
     from cas._store import Store, utc_now
     from cas._verify import IntegrityMode, VerificationCache
 
@@ -53,9 +65,19 @@ _EXPORTS = {
     "BucketSettings": "cas._bucket",
     "BucketStore": "cas._bucket",
     "migrate": "cas._bucket._migrate",
+    "collect_bucket_garbage": "cas._bucket._gc",
     "FsckReport": "cas._fsck",
     "Store": "cas._store",
     "fsck": "cas._fsck",
+    "GcReport": "cas._gc",
+    "Retention": "cas._gc",
+    "collect_garbage": "cas._gc",
+    "CardEdit": "cas._lifecycle",
+    "Removed": "cas._lifecycle",
+    "card_revision": "cas._lifecycle",
+    "edit_card": "cas._lifecycle",
+    "remove_experiments": "cas._lifecycle",
+    "retired_among": "cas._retirement",
     "Located": "cas._results",
     "Provenance": "cas._results",
     "Recorded": "cas._results",
@@ -69,26 +91,36 @@ _EXPORTS = {
 __all__ = [
     "BucketSettings",
     "BucketStore",
+    "CardEdit",
     "Catalog",
     "CatalogCheck",
     "FsckReport",
+    "GcReport",
     "IntegrityMode",
     "LocalCatalog",
     "Located",
     "ProjectStore",
     "Provenance",
     "Recorded",
+    "Removed",
     "Resolved",
+    "Retention",
     "SearchHit",
     "Store",
     "VerificationCache",
     "atomic_write",
+    "card_revision",
+    "collect_bucket_garbage",
+    "collect_garbage",
+    "edit_card",
     "fsck",
     "make_dirs",
     "make_root",
     "migrate",
     "open_dir",
     "read_small",
+    "remove_experiments",
+    "retired_among",
     "utc_now",
     "write_new",
 ]

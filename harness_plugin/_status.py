@@ -48,6 +48,7 @@ def status_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]
             "cards_per_project": limits.cards_per_project,
         },
         "projects": projects,
+        "retention": config.retention.view(),
     }
     probe = getattr(store, "capabilities", None) if config.projects else None
     if probe is not None:  # a bucket: what its service does (probed once, then remembered)
@@ -171,6 +172,13 @@ def status_lines(
             lines.append("  warning: the Honcho API key variable is unset")
     else:
         lines.append("honcho off")
+    retention = view.get("retention")
+    if isinstance(retention, dict):
+        lines.append(
+            f"retention: gc keeps objects younger than {retention['grace_hours']} h, quarantine "
+            f"{retention['quarantine_days']} d, dead letters {retention['dead_letter_days']} d; "
+            f"unattended gc {'allowed' if retention['unattended'] else 'refused'}"
+        )
     rows = []
     for project in projects:
         states = project["index_states"]

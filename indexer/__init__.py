@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from indexer._lexical import fused_order, matches_lexically, shaped_queries
     from indexer._outbox import Outbox, OutboxStats
     from indexer._policy import CircuitBreaker, RetryPolicy
+    from indexer._retire import retire
     from indexer._search import CardSearch, MemoryHit, MemorySearch, RemoteCardHit, UserContext
     from indexer._worker import (
         DeliveryReport,
@@ -48,6 +49,7 @@ _EXPORTS = {
     "Outbox": "indexer._outbox",
     "OutboxStats": "indexer._outbox",
     "RetryPolicy": "indexer._policy",
+    "retire": "indexer._retire",
     "CircuitBreaker": "indexer._policy",
     "CardSearch": "indexer._search",
     "RemoteCardHit": "indexer._search",
@@ -89,6 +91,7 @@ __all__ = [
     "matches_lexically",
     "message_fingerprint",
     "read_status",
+    "retire",
     "shaped_queries",
 ]
 

@@ -224,6 +224,25 @@ class Outbox:
             entries, _invalid = _load_all(dead)
         return [DeadLetter(e, e.last_error or "unknown") for e in entries]
 
+    def expired_dead_letters(self, older_than: float, *, remove: bool) -> list[tuple[str, int]]:
+        """Dead-letter documents last written before `older_than`: (file name, bytes).
+
+        With `remove` they are deleted (`artmem gc --apply`): a dead letter is kept only for
+        an operator to look at; its card, if any, stays `failed` until it changes.
+        """
+        found: list[tuple[str, int]] = []
+        with self._dirs() as (_pending, dead, _tmp):
+            for name in sorted(os.listdir(dead)):
+                try:
+                    st = os.stat(name, dir_fd=dead, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and st.st_mtime < older_than:
+                    found.append((name, st.st_size))
+                    if remove:
+                        os.unlink(name, dir_fd=dead)
+        return found
+
     def is_pending(self, delivery_id: str) -> bool:
         """Whether a valid delivery with this id is waiting.
 

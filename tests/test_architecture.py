@@ -14,6 +14,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ RLM_CLIENT_CAS_MODULES = {"cas.slicing"}
 # Modules that must never load in a kernel (checked through sys.modules, not only imports).
 KERNEL_FORBIDDEN = re.compile(
     r"(cas\._(store|local_store|backend|local_backend|bucket|objects|cardfiles|ingest|project"
-    r"|hashing|verify|fsck|catalog)"
+    r"|hashing|verify|fsck|catalog|lifecycle|gc)"
     r"|indexer|harness_plugin|honcho|httpx|boto3|botocore|s3transfer|tantivy)(\..*)?"
 )
 API_PACKAGES = (*PACKAGES, "cas.slicing")
@@ -100,6 +101,14 @@ def test_rlm_client_uses_only_the_slicing_part_of_the_store():
             assert top not in {"indexer", "harness_plugin", "honcho", "httpx"}
 
 
+def _probed(probe: str) -> Any:
+    """What `probe` prints as JSON, run in a fresh interpreter at the repository root."""
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
 def test_importing_rlm_client_loads_no_store_write_module():
     """Through `sys.modules` in a fresh interpreter: indirect imports count too."""
     probe = (
@@ -107,10 +116,7 @@ def test_importing_rlm_client_loads_no_store_write_module():
         "rlm_client.read_slice, rlm_client.record, rlm_client.export_table\n"
         "print(json.dumps(sorted(sys.modules)))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    loaded = json.loads(done.stdout)
+    loaded = _probed(probe)
     assert "cas.slicing._slice" in loaded  # the probe did load the slicing path
     forbidden = [name for name in loaded if KERNEL_FORBIDDEN.fullmatch(name)]
     assert forbidden == []
@@ -236,3 +242,62 @@ def test_only_the_bucket_client_imports_the_s3_sdk():
         sdk = {name for name in _imports(path) if name.split(".")[0] in ("boto3", "botocore")}
         if path.name != "_client.py":
             assert not sdk, f"{path} imports {sdk}"
+
+
+# The operator's lifecycle (`artmem edit`, `rm`, `gc`): what changes or deletes, and the modules
+# that hold it. Only the operator's CLI may reach it; never a tool, the worker or a kernel.
+LIFECYCLE_NAMES = {
+    "edit_card", "remove_experiments", "collect_garbage", "collect_bucket_garbage", "retire",
+    "card_revision", "CardEdit",
+}  # fmt: skip
+LIFECYCLE_MODULES = re.compile(
+    r"cas\._lifecycle|cas\._gc|cas\._bucket\._gc|indexer\._retire|harness_plugin\._lifecycle_commands"
+)
+OPERATOR_ONLY = {ROOT / "harness_plugin" / "_lifecycle_commands.py"}
+
+
+def _names(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    found |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            found |= {alias.name for alias in node.names}
+    return found
+
+
+@pytest.mark.parametrize("package", ("harness_plugin", "rlm_client"))
+def test_only_the_operators_cli_names_the_lifecycle(package):
+    for path in _modules(package):
+        if path in OPERATOR_ONLY:
+            continue
+        named = _names(path) & LIFECYCLE_NAMES
+        assert not named, f"{path.relative_to(ROOT)} reaches the operator lifecycle: {named}"
+        imported = {name for name in _imports(path) if LIFECYCLE_MODULES.match(name)}
+        assert not imported, f"{path.relative_to(ROOT)} imports {imported}"
+        strings = _string_constants(path)
+        if path.name != "cli.py":  # the CLI's table names the command's module, for operators
+            assert not any("_lifecycle_commands" in text for text in strings), path
+
+
+def test_no_tool_or_worker_loads_the_lifecycle():
+    """Through `sys.modules` in a fresh interpreter: the worker, every tool, and their schemas."""
+    probe = (
+        "import json, sys\n"
+        "from harness_plugin import _serve, _tools\n"
+        "names = set(_tools.registry(True, conversation=True))\n"
+        "print(json.dumps({'modules': sorted(sys.modules), 'tools': sorted(names)}))"
+    )
+    loaded = _probed(probe)
+    assert [m for m in loaded["modules"] if LIFECYCLE_MODULES.fullmatch(m)] == []
+    words = ("edit", "rm", "remove", "delete", "gc", "garbage", "retire", "purge", "prune")
+    for tool in loaded["tools"]:
+        assert not any(word in tool.split("_") for word in words), tool
+
+
+def test_the_worker_has_no_lifecycle_operation():
+    from harness_plugin import _serve
+
+    text = Path(_serve.__file__).read_text()
+    for op in ('"edit"', '"rm"', '"gc"', '"remove"', '"delete"'):
+        assert op not in text

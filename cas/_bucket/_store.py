@@ -242,7 +242,12 @@ class BucketStore(Store):
 
             return commit_card(commit, existing, completed, table_warnings, self._clock(), write)
 
-        return retried(attempt)
+        recorded = retried(attempt)
+        if self.client.head(self.keys.object(artifact_id)) is None:
+            # `artmem gc` deleted the object while this record adopted it (`cas._gc_bucket`):
+            # now that a card names it, send it again (nothing is lost either way).
+            publisher.publish(artifact_id, digests, source_fd, progress, checked=None)
+        return recorded
 
     # -- objects ----------------------------------------------------------------------------
 

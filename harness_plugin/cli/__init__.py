@@ -374,6 +374,41 @@ def _migrate_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _edit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiment_id", help=_EXP_HELP)
+    p.add_argument("--title", help="a new title")
+    p.add_argument("--summary", help="a new summary")
+    p.add_argument("--source", help="a new source label")
+    p.add_argument("--add-tag", action="append", dest="add_tags", default=[], metavar="TAG")
+    p.add_argument("--remove-tag", action="append", dest="remove_tags", default=[], metavar="TAG")
+    p.add_argument(
+        "--column",
+        action="append",
+        dest="columns",
+        metavar="COLUMN",
+        help="the column names, replacing the card's; repeat for more (--column '' clears)",
+    )
+    p.add_argument(
+        "--if-revision",
+        metavar="REV",
+        help="edit only if the card is still at this revision (as the last edit printed)",
+    )
+    for name in ("--query-fingerprint", "--source-version", "--artifact"):  # refused, clearly
+        p.add_argument(name, help=argparse.SUPPRESS)
+
+
+def _rm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiment_ids", nargs="+", metavar="EXPERIMENT_ID", help=_EXP_HELP)
+
+
+def _gc_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--apply",
+        action="store_true",
+        help="delete what the dry run lists (default: list it and delete nothing)",
+    )
+
+
 def _fsck_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--repair",
@@ -427,6 +462,7 @@ _NO_CONFIGURATION = frozenset({"_operator_commands:demo"})  # it builds its own 
 _Configure = Callable[[argparse.ArgumentParser], None]
 _ART = "_artifact_commands:"
 _OPS = "_operator_commands:"
+_LIFE = "_lifecycle_commands:"
 # name: (summary, arguments, "module:function" that runs it, imported only then)
 _COMMANDS: dict[str, tuple[str, _Configure, str]] = {
     "record": ("record an exported file and its experiment card", _record_args, _ART + "record"),
@@ -461,6 +497,13 @@ _COMMANDS: dict[str, tuple[str, _Configure, str]] = {
         _migrate_args,
         _OPS + "migrate",
     ),
+    "edit": (
+        "change an experiment card's title, summary, tags or columns",
+        _edit_args,
+        _LIFE + "edit",
+    ),
+    "rm": ("remove experiments (audited; bytes stay until gc)", _rm_args, _LIFE + "remove"),
+    "gc": ("list (or --apply: delete) what no card needs", _gc_args, _LIFE + "gc"),
     "status": ("content-free counts and settings", _no_args, _OPS + "status"),
     "sync": ("reconcile card index states and deliver the outbox once", _sync_args, _OPS + "sync"),
     "serve": ("run the JSONL worker for the harness on stdin/stdout", _no_args, _OPS + "serve"),

@@ -38,6 +38,7 @@ from harness_plugin.config._memory import (
     RecallMode,
     Section,
 )
+from harness_plugin._retention_config import RetentionConfig
 
 if TYPE_CHECKING:
     from cas import Store
@@ -295,6 +296,7 @@ class Config(Section, frozen=True):
     capture: CaptureConfig = CaptureConfig()
     recall: RecallConfig = RecallConfig()
     storage: StorageConfig = StorageConfig()
+    retention: RetentionConfig = RetentionConfig()
 
     def __post_init__(self) -> None:
         needs_honcho = [

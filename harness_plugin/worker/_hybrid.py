@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from cards import ArtifactError, ExperimentCardV1
 from cards.policy import HitSource
 from cards.wire import RemoteStatus
-from cas import SearchHit, Store
+from cas import SearchHit, Store, retired_among
 from harness_plugin._catalogs import LiveCatalog
 from indexer import CardSearch, RemoteCardHit
 
@@ -77,7 +77,8 @@ def hybrid_search(
     found = CardSearch(hits=[])
     if future is not None:
         found = _wait(future, remote_deadline_s, outcome)
-    outcome.hits = _merge(local, found.hits, live, limit)
+    remote_hits = _unretired(found.hits, local, live.store, outcome)
+    outcome.hits = _merge(local, remote_hits, live, limit)
     return outcome
 
 
@@ -94,6 +95,23 @@ def _wait(future: Future[CardSearch], deadline_s: float, outcome: SearchOutcome)
     outcome.remote_status = RemoteStatus.OK
     outcome.remote_dropped = result.dropped
     return result
+
+
+def _unretired(
+    remote: list[RemoteCardHit], local: list[SearchHit], store: Store, outcome: SearchOutcome
+) -> list[RemoteCardHit]:
+    """Honcho's hits less those of experiments an operator removed (`artmem rm`).
+
+    Honcho keeps a removed experiment's card message (it has no delete); the store's
+    retirement marker says it is gone, unless the experiment was recorded again since.
+    """
+    local_ids = {h.card.experiment_id for h in local}
+    asked = [h.experiment_id for h in remote if h.experiment_id not in local_ids]
+    retired = retired_among(store, asked) if asked else set()
+    if not retired:
+        return remote
+    outcome.remote_dropped += sum(1 for h in remote if h.experiment_id in retired)
+    return [h for h in remote if h.experiment_id not in retired]
 
 
 def _merge(

@@ -1,0 +1,241 @@
+"""Garbage collection of a local store: what no card names, crash leftovers, old quarantine.
+
+What is reclaimed (`collect_garbage`), each only once older than its expiry (git's anchor:
+prune only what is older than the grace period, so a write in flight never loses what it made):
+
+- objects no card names (with their chunk manifest and verification record);
+- staging files in `tmp/` that no live writer holds (`_fs.is_stale_stage`);
+- objects in `quarantine/` kept past the quarantine period.
+
+Why a concurrent record never loses its object: a record publishes its object and writes its
+card under the project's commit lock, and a deduplicating record checks the object is still
+there under that lock (`_record`). The sweep takes the same lock, reads every card and only
+then unlinks, so an object is either named by a card it read or not yet adopted by anyone; a
+record that comes after finds it gone and copies its bytes afresh. The grace period is the
+second fence (a young object is never touched), for writers that take no lock: a crash
+between publishing and the card, or another host on a shared filesystem.
+
+A card that cannot be read could name any object: with one, no object is collected (fsck
+says which). A dry run (`apply=False`) reads the same and deletes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from cards import ArtifactId
+from cards.errors import InvalidInput, PathEscape, SourceMissing, StoreIOError
+from cas import _fs
+from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX
+from cas._progress import Progress
+
+if TYPE_CHECKING:
+    from cas._local_store import ProjectStore
+    from cas._project import Project
+    from cas._store import Store
+
+
+class Retention(msgspec.Struct, frozen=True, kw_only=True):
+    """How long what gc may reclaim is kept first (seconds)."""
+
+    grace_s: float = 86_400.0
+    quarantine_s: float = 30 * 86_400.0
+
+
+class Reclaimable(msgspec.Struct, frozen=True):
+    """One thing gc reclaims (or would): its kind, its key below the project, its bytes."""
+
+    kind: str  # "object", "stage", "quarantined", "trash"
+    key: str
+    bytes: int
+
+
+class GcReport(msgspec.Struct, kw_only=True):
+    """What a collection found and (with `applied`) reclaimed; names are store keys only."""
+
+    applied: bool
+    reclaimed: list[Reclaimable] = msgspec.field(default_factory=list)
+    young: int = 0  # unreferenced objects inside the grace period, kept
+    referenced: int = 0  # objects some card names
+    unreadable_cards: int = 0  # with any, no object is collected
+    restored: int = 0  # a bucket's: objects put back because a card named them meanwhile
+
+    @property
+    def bytes(self) -> int:
+        """The bytes reclaimed (or, in a dry run, that would be)."""
+        return sum(item.bytes for item in self.reclaimed)
+
+
+def collect_garbage(
+    store: Store,
+    retention: Retention,
+    *,
+    apply: bool,
+    progress: Progress | None = None,
+    now: float | None = None,
+) -> GcReport:
+    """Collect a local project's garbage (see the module docstring); a dry run unless `apply`.
+
+    Raises:
+        InvalidInput: `store` is not a local store.
+        StoreIOError: the store failed (what was reclaimed before stays reclaimed).
+    """
+    from cas._local_store import ProjectStore
+
+    clock = time.time() if now is None else now
+    if not isinstance(store, ProjectStore):  # a bucket's: `cas._bucket._gc`
+        raise InvalidInput(
+            "collect_garbage collects a local store; a bucket's is collected by "
+            "collect_bucket_garbage"
+        )
+    return _collect_local(store, retention, apply=apply, progress=progress, now=clock)
+
+
+def _collect_local(
+    store: ProjectStore,
+    retention: Retention,
+    *,
+    apply: bool,
+    progress: Progress | None,
+    now: float,
+) -> GcReport:
+    from cas._project import open_project
+
+    report = GcReport(applied=apply)
+    with open_project(store.artifact_root, store.layout, create=False) as project:
+        if project is None:
+            return report
+        entries = [e for e in project.objects.walk() if e.artifact_id is not None]
+        if progress is not None:
+            progress.start(sum(e.size for e in entries))  # bytes looked at
+        with project.locked() if apply else contextlib.nullcontext():  # a dry run: no lock
+            referenced, unreadable = _referenced(project)
+            report.unreadable_cards = unreadable
+            for entry in entries:
+                aid = entry.artifact_id
+                assert aid is not None
+                _sweep_object(project, aid, referenced, retention, report, now)
+                if progress is not None:
+                    progress.advance(entry.size)
+        _sweep_dir(project, project.layout.tmp_dir, "stage", retention.grace_s, report, now)
+        _sweep_dir(
+            project, project.layout.quarantine_dir, "quarantined", retention.quarantine_s,
+            report, now,
+        )  # fmt: skip
+    return report
+
+
+def _referenced(project: Project) -> tuple[set[str], int]:
+    """The artifact ids every readable card names, and how many cards could not be read."""
+    referenced: set[str] = set()
+    unreadable = 0
+    for read in project.cards.scan():
+        if isinstance(read.card, Exception) or read.card is None:
+            unreadable += 1
+        else:
+            referenced.add(read.card.artifact.artifact_id)
+    return referenced, unreadable
+
+
+def _sweep_object(
+    project: Project,
+    artifact_id: ArtifactId,
+    referenced: set[str],
+    retention: Retention,
+    report: GcReport,
+    now: float,
+) -> None:
+    if artifact_id in referenced:
+        report.referenced += 1
+        return
+    st = project.objects.lstat(artifact_id)
+    if st is None or report.unreadable_cards:  # a card we cannot read may name it
+        return
+    if _age(st, now) < retention.grace_s:
+        report.young += 1
+        return
+    key = "/".join(project.layout.object_path(artifact_id))
+    report.reclaimed.append(Reclaimable("object", key, st.st_size))
+    if report.applied:
+        _unlink_object(project, artifact_id)
+
+
+def _age(st: os.stat_result, now: float) -> float:
+    """Seconds since the file was last written or linked (a link updates its ctime)."""
+    return now - max(st.st_mtime, st.st_ctime)
+
+
+def _unlink_object(project: Project, artifact_id: ArtifactId) -> None:
+    try:
+        shard_fd = _fs.open_dir_beneath(project.fd, project.layout.object_dir(artifact_id))
+    except (SourceMissing, PathEscape):
+        return
+    try:
+        for name in (artifact_id, artifact_id + CHUNKS_SUFFIX, artifact_id + VERIFIED_SUFFIX):
+            try:
+                os.unlink(name, dir_fd=shard_fd)
+            except FileNotFoundError:
+                continue
+        _fs.fsync_dir(shard_fd)
+    except OSError as exc:
+        raise StoreIOError(f"cannot remove an object: {exc.strerror}") from exc
+    finally:
+        os.close(shard_fd)
+
+
+def _sweep_dir(
+    project: Project,
+    parts: tuple[str, ...],
+    kind: str,
+    keep_s: float,
+    report: GcReport,
+    now: float,
+) -> None:
+    """Reclaim the regular files of `parts` older than `keep_s` (stages: unless held)."""
+    try:
+        dir_fd = _fs.open_dir_beneath(project.fd, parts)
+    except (SourceMissing, PathEscape):
+        return
+    older_than_ns = int((now - keep_s) * 1e9)
+    if kind == "stage":  # a stage younger than fsck's bound may be before its writer's lock
+        from cas._fsck import STALE_STAGE_AGE_S
+
+        older_than_ns = min(older_than_ns, int((now - STALE_STAGE_AGE_S) * 1e9))
+    try:
+        removed = False
+        for name, size in _old_files(dir_fd, kind, older_than_ns):
+            report.reclaimed.append(Reclaimable(kind, "/".join((*parts, name)), size))
+            if report.applied:
+                os.unlink(name, dir_fd=dir_fd)
+                removed = True
+        if removed:
+            _fs.fsync_dir(dir_fd)
+    except OSError as exc:
+        raise StoreIOError(f"cannot remove a {kind} file: {exc.strerror}") from exc
+    finally:
+        os.close(dir_fd)
+
+
+def _old_files(dir_fd: int, kind: str, older_than_ns: int) -> Iterator[tuple[str, int]]:
+    for name in sorted(os.listdir(dir_fd)):
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if kind == "stage":
+            if not (name.startswith(_fs.STAGE_PREFIX) and name.endswith(_fs.STAGE_SUFFIX)):
+                continue
+            if not _fs.is_stale_stage(dir_fd, name, older_than_ns=older_than_ns):
+                continue
+        elif max(st.st_mtime_ns, st.st_ctime_ns) > older_than_ns:
+            continue
+        yield name, st.st_size
