@@ -251,9 +251,9 @@ LIFECYCLE_NAMES = {
     "card_revision", "CardEdit",
 }  # fmt: skip
 LIFECYCLE_MODULES = re.compile(
-    r"cas\._lifecycle|cas\._gc|cas\._bucket\._gc|indexer\._retire|harness_plugin\._lifecycle_commands"
+    r"cas\._lifecycle|cas\._gc|cas\._bucket\._gc|indexer\._retire|harness_plugin\.cli\._lifecycle_commands"
 )
-OPERATOR_ONLY = {ROOT / "harness_plugin" / "_lifecycle_commands.py"}
+OPERATOR_ONLY = {ROOT / "harness_plugin" / "cli" / "_lifecycle_commands.py"}
 
 
 def _names(path: Path) -> set[str]:
@@ -276,7 +276,7 @@ def test_only_the_operators_cli_names_the_lifecycle(package):
         imported = {name for name in _imports(path) if LIFECYCLE_MODULES.match(name)}
         assert not imported, f"{path.relative_to(ROOT)} imports {imported}"
         strings = _string_constants(path)
-        if path.name != "cli.py":  # the CLI's table names the command's module, for operators
+        if path != ROOT / "harness_plugin" / "cli" / "__init__.py":  # the CLI's command table
             assert not any("_lifecycle_commands" in text for text in strings), path
 
 
@@ -284,7 +284,7 @@ def test_no_tool_or_worker_loads_the_lifecycle():
     """Through `sys.modules` in a fresh interpreter: the worker, every tool, and their schemas."""
     probe = (
         "import json, sys\n"
-        "from harness_plugin import _serve, _tools\n"
+        "from harness_plugin.worker import _serve, _tools\n"
         "names = set(_tools.registry(True, conversation=True))\n"
         "print(json.dumps({'modules': sorted(sys.modules), 'tools': sorted(names)}))"
     )
@@ -296,7 +296,7 @@ def test_no_tool_or_worker_loads_the_lifecycle():
 
 
 def test_the_worker_has_no_lifecycle_operation():
-    from harness_plugin import _serve
+    from harness_plugin.worker import _serve
 
     text = Path(_serve.__file__).read_text()
     for op in ('"edit"', '"rm"', '"gc"', '"remove"', '"delete"'):

@@ -38,7 +38,7 @@ from harness_plugin.config._memory import (
     RecallMode,
     Section,
 )
-from harness_plugin._retention_config import RetentionConfig
+from harness_plugin.config._retention import RetentionConfig
 
 if TYPE_CHECKING:
     from cas import Store

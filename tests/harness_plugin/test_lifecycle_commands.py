@@ -13,9 +13,9 @@ from host_helpers import KEY, caller, environ, export, host_config, write_config
 
 from cards import ConfigError
 from cas import fsck
-from harness_plugin._caller import parse_caller
+from harness_plugin.worker._caller import parse_caller
 from harness_plugin._runtime import Runtime
-from harness_plugin._tools import ToolHost
+from harness_plugin.worker._tools import ToolHost
 from harness_plugin.cli import main
 from harness_plugin.config import load_config, parse_config
 from indexer.testing import FakeHoncho
@@ -205,7 +205,7 @@ def test_status_shows_the_retention_policy(env, capsys):
 
 
 def test_rm_retires_the_honcho_copy_and_searches_drop_it(tmp_path):
-    from harness_plugin._lifecycle_commands import _retire, _who
+    from harness_plugin.cli._lifecycle_commands import _retire, _who
 
     fake = FakeHoncho(api_key=KEY)
     config = host_config(tmp_path, honcho_url="http://honcho.test")
@@ -238,7 +238,7 @@ def test_rm_retires_the_honcho_copy_and_searches_drop_it(tmp_path):
 
 
 def test_rm_before_sync_withdraws_the_waiting_card(tmp_path):
-    from harness_plugin._lifecycle_commands import _retire
+    from harness_plugin.cli._lifecycle_commands import _retire
 
     fake = FakeHoncho(api_key=KEY)
     config = host_config(tmp_path, honcho_url="http://honcho.test")

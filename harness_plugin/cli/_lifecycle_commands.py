@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from cards import InvalidInput
 from cards.errors import IdentityField, UnattendedRefused
 from harness_plugin import _shortids
-from harness_plugin._command import Outcome, start
+from harness_plugin.cli._command import Outcome, start
 from harness_plugin._progress import progress_for
-from harness_plugin._retention_config import DAY_S
+from harness_plugin.config._retention import DAY_S
 
 if TYPE_CHECKING:
     from cas import GcReport, Removed
@@ -201,8 +201,8 @@ def _state_garbage(runtime: Runtime, *, apply: bool) -> dict[str, int]:
 
 
 def _recall_markers(state_root: str, now: float, *, apply: bool) -> int:
-    from harness_plugin._recall import MARKER_TTL_S, prune_markers
-    from harness_plugin._recall_search import recall_dir
+    from harness_plugin.memory._recall import MARKER_TTL_S, prune_markers
+    from harness_plugin.memory._recall_search import recall_dir
 
     with recall_dir(state_root) as directory:
         if apply:

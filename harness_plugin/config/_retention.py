@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from msgspec import Meta
 
-from harness_plugin._memory_config import Section
+from harness_plugin.config._memory import Section
 
 if TYPE_CHECKING:
     from cas import Retention
