@@ -15,7 +15,6 @@ Rooms (each a private module; this file is the public API):
   state root (`_catalog_local`), `_catalog_engine` the tantivy edge, `_catalog_files` its files
   under the state root; `_fsck`: the
   operator's check and repair;
-- `_fs`: the filesystem edge (descriptor-relative opens, staged files, atomic writes);
 - `slicing/`: bounded, verified reads of recorded tables (its own public API).
 
 Names load lazily (PEP 562), so a kernel importing `cas.slicing` never loads the write path.
@@ -32,11 +31,10 @@ if TYPE_CHECKING:
     from cas._bucket._migrate import migrate
     from cas._catalog import Catalog, SearchHit
     from cas._catalog_local import CatalogCheck, LocalCatalog
-    from cas._fs import atomic_write, make_dirs, make_root, open_dir, read_small, write_new
     from cas._fsck import FsckReport, fsck
     from cas._local_store import ProjectStore
     from cas._results import Located, Provenance, Recorded, Resolved
-    from cas._store import Store, utc_now
+    from cas._store import Store
     from cas._verify import IntegrityMode, VerificationCache
 
 _EXPORTS = {
@@ -44,12 +42,6 @@ _EXPORTS = {
     "SearchHit": "cas._catalog",
     "CatalogCheck": "cas._catalog_local",
     "LocalCatalog": "cas._catalog_local",
-    "atomic_write": "cas._fs",
-    "make_dirs": "cas._fs",
-    "make_root": "cas._fs",
-    "open_dir": "cas._fs",
-    "read_small": "cas._fs",
-    "write_new": "cas._fs",
     "BucketSettings": "cas._bucket",
     "BucketStore": "cas._bucket",
     "migrate": "cas._bucket._migrate",
@@ -61,7 +53,6 @@ _EXPORTS = {
     "Recorded": "cas._results",
     "Resolved": "cas._results",
     "ProjectStore": "cas._local_store",
-    "utc_now": "cas._store",
     "IntegrityMode": "cas._verify",
     "VerificationCache": "cas._verify",
 }
@@ -82,15 +73,8 @@ __all__ = [
     "SearchHit",
     "Store",
     "VerificationCache",
-    "atomic_write",
     "fsck",
-    "make_dirs",
-    "make_root",
     "migrate",
-    "open_dir",
-    "read_small",
-    "utc_now",
-    "write_new",
 ]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -19,7 +19,7 @@ from typing import cast
 import msgspec
 
 from cards.errors import PathEscape, SourceMissing, StoreIOError
-from cas._outside import refuse_inside
+from fsedge._outside import refuse_inside
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -405,7 +405,7 @@ class Unnamed(msgspec.Struct, frozen=True):
     """A file with no name until it is published (`O_TMPFILE`): a crash leaves nothing behind.
 
     It is linked into place through `/proc/self/fd`, the one way an unprivileged process can
-    name an open file; `unnamed` falls back to a named stage where either is missing.
+    name an open file; `open_unnamed` falls back to a named stage where either is missing.
     """
 
     dir_fd: int
@@ -441,7 +441,7 @@ def _proc_fd(fd: int) -> str:
 
 
 @contextlib.contextmanager
-def unnamed(dir_fd: int, kind: str) -> Iterator[Unnamed | Staged]:
+def open_unnamed(dir_fd: int, kind: str) -> Iterator[Unnamed | Staged]:
     """An unnamed file in `dir_fd`, or a named, locked stage where the system has none."""
     try:
         fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd)
@@ -494,7 +494,7 @@ def staged_beside(
     """A staged file beside `path`, gone on exit whether or not it was published.
 
     For files outside the store (an operator's `--out`, an export), named by a plain path. The
-    stage is unnamed where the system allows (`unnamed`): a killed process leaves no file.
+    stage is unnamed where the system allows (`open_unnamed`): a killed process leaves no file.
     `path`'s directory, as opened, must lie outside every directory in `outside`.
 
     Raises:
@@ -511,7 +511,7 @@ def staged_beside(
         refuse_inside(dir_fd, outside)
         if not replace and os.path.lexists(path):
             raise FileExistsError(errno.EEXIST, "the file exists", path)
-        with unnamed(dir_fd, "out") as stage:
+        with open_unnamed(dir_fd, "out") as stage:
             yield StagedBeside(stage, dir_fd, name, path)
     finally:
         os.close(dir_fd)

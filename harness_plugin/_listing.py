@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 
 from cards import ExperimentCardV1, InvalidInput, excerpt
 from cards.errors import IntegrityError
-from cas import Store, write_new
+from cas import Store
+from fsedge import write_new
 from harness_plugin._views import human_size, iso
 
 CHUNK_BYTES = 1 << 20

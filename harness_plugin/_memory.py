@@ -35,7 +35,7 @@ from cards import (
     wire_memory,
 )
 from cards.redaction import outbound_query
-from cas import utc_now
+from fsedge import utc_now
 from harness_plugin._capture import EventTracker, Outcome, UserMessage, count_of
 from harness_plugin._catalogs import LiveCatalog
 from harness_plugin._consent import Refusal, consent, kept_clauses, withholds

@@ -31,7 +31,7 @@ from cards import (
     freshness_verdict,
 )
 from cards.errors import LimitExceeded
-from cas import Located, Store, write_new
+from cas import Located, Store
 from cas.slicing import (
     ExportResult,
     SliceLimits,
@@ -44,6 +44,7 @@ from cas.slicing import (
     read_slice,
     refused_columns,
 )
+from fsedge import write_new
 from harness_plugin import _views
 from harness_plugin._filter_hints import filter_hints
 from harness_plugin._growth import Growth

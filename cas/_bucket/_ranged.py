@@ -22,7 +22,7 @@ from cards import ExperimentCardV1
 from cards.errors import IntegrityError, ObjectMissing
 from cas._bucket._client import BucketClient, Conflict, Head
 from cas._bucket._keys import BucketKeys
-from cas._chunks import chunk_count
+from fsedge import chunk_count
 
 
 def pinned(client: BucketClient, keys: BucketKeys, card: ExperimentCardV1) -> BucketRanges:

@@ -20,8 +20,10 @@ within memory and time bounds), `_collect` (the kept rows, streamed back from th
 `_slice`; `_export` (a slice streamed into a staged file) and `_encoders` (Parquet, CSV and
 JSON Lines writers, run in the child).
 
-Names load lazily (PEP 562): configuration and the store use `SliceLimits` and `SliceSource`
-without loading pyarrow.
+The store takes only this API (`SliceSource`, `RemoteBytes`, `load_manifest` for its located
+results; `measure` and `Measured` for a recorded table's card facts), and slicing imports nothing
+of the store: both stand on `fsedge`. Names load lazily (PEP 562): configuration and the store
+use `SliceLimits` and `SliceSource` without loading pyarrow.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from cards.lazy import lazy_exports as _lazy_exports
 if TYPE_CHECKING:
     from cas.slicing._encoders import refused_columns
     from cas.slicing._export import ExportResult, export_slice
+    from cas.slicing._footer import Measured, measure
     from cas.slicing._limits import DEFAULT_SLICE_LIMITS, ExportLimits, SliceLimits
-    from cas.slicing._reader import SliceSource
+    from cas.slicing._reader import RemoteBytes, SliceSource, load_manifest
     from cas.slicing._slice import SliceRequest, SliceResult, describe, read_slice
     from cas.slicing._table_info import TableInfo
 
@@ -42,10 +45,14 @@ _EXPORTS = {
     "refused_columns": "cas.slicing._encoders",
     "ExportResult": "cas.slicing._export",
     "export_slice": "cas.slicing._export",
+    "Measured": "cas.slicing._footer",
+    "measure": "cas.slicing._footer",
     "DEFAULT_SLICE_LIMITS": "cas.slicing._limits",
     "ExportLimits": "cas.slicing._limits",
     "SliceLimits": "cas.slicing._limits",
+    "RemoteBytes": "cas.slicing._reader",
     "SliceSource": "cas.slicing._reader",
+    "load_manifest": "cas.slicing._reader",
     "SliceRequest": "cas.slicing._slice",
     "SliceResult": "cas.slicing._slice",
     "describe": "cas.slicing._slice",
@@ -57,6 +64,8 @@ __all__ = [
     "DEFAULT_SLICE_LIMITS",
     "ExportLimits",
     "ExportResult",
+    "Measured",
+    "RemoteBytes",
     "SliceLimits",
     "SliceRequest",
     "SliceResult",
@@ -64,6 +73,8 @@ __all__ = [
     "TableInfo",
     "describe",
     "export_slice",
+    "load_manifest",
+    "measure",
     "read_slice",
     "refused_columns",
 ]

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import msgspec
 
+import fsedge as _fs
 from cards.errors import InvalidInput, StoreIOError, TableUnreadable
-from cas import _fs
 from cas.slicing._collect import BYTE_BUDGET, ROW_LIMIT, collect, output_schema, read_schema
 from cas.slicing._encoders import EXPORT_FORMATS, FileOutput, open_sink
 from cas.slicing._expr import Node, parse_filter

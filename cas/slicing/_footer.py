@@ -24,9 +24,9 @@ import msgspec
 from cards import CardMetadata, ExperimentCardV1, Limits
 from cards.card import Column
 from cards.errors import ArtifactError, TableUnreadable
-from cas._chunks import parse_manifest
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import ARROW_FILE, PARQUET, SUPPORTED_MEDIA_TYPES
+from fsedge import parse_manifest
 
 if TYPE_CHECKING:  # loaded by the first table read: a record of other bytes never needs them
     from cas.slicing._isolated import Answer

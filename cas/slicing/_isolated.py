@@ -45,6 +45,7 @@ from typing import NoReturn, cast
 
 import msgspec
 
+import fsedge as _fs
 from cards.errors import (
     IntegrityError,
     InvalidInput,
@@ -54,7 +55,6 @@ from cards.errors import (
     TableTooLarge,
     TableUnreadable,
 )
-from cas import _fs
 from cas.slicing._reader import ReadStats, VerifiedReader
 
 TIMEOUT_SECONDS = 60.0

@@ -23,9 +23,9 @@ from typing import Protocol
 import msgspec
 import xxhash
 
+import fsedge as _fs
 from cards.errors import ArtifactError, IntegrityError, ObjectMissing, StoreIOError, TableTooLarge
-from cas import _fs
-from cas._chunks import ChunkManifest, chunk_count, parse_manifest
+from fsedge import ChunkManifest, chunk_count, parse_manifest
 
 CACHED_CHUNKS = 8
 RUN_CHUNKS = 4  # contiguous missing chunks fetched by one read (a remote read: one request)

@@ -38,7 +38,6 @@ from cards.errors import (
     UnsupportedMediaType,
 )
 from cas import Located
-from cas._chunks import CHUNK_BYTES
 from cas._sniff import MediaTypeMismatch
 from cas.slicing._expr import parse_filter
 from cas.slicing._expr_check import compile_filter
@@ -54,6 +53,7 @@ from cas.slicing._slice import (
     read_slice,
 )
 from cas.slicing._tables import ARROW_FILE, PARQUET
+from fsedge import CHUNK_BYTES
 
 MIB = 1 << 20
 
