@@ -141,6 +141,12 @@ def _main(argv: list[str]) -> int:
         )
     _import_msgspec()
     from cards import ArtifactError, ObjectMissing
+    from cas.slicing import ONE_THREAD_ENV
+
+    # Native libraries' threads (pyarrow's jemalloc, numpy's BLAS) stay unstarted, so a
+    # command that reads a table forks its bounded reader from a single-threaded process.
+    for name, value in ONE_THREAD_ENV.items():
+        os.environ.setdefault(name, value)
 
     module, _, function = args.run.partition(":")
     run: Callable[[argparse.Namespace], Outcome] = getattr(

@@ -43,7 +43,7 @@ LIBRARY_APIS = ("cards", "fsedge", "cas", "cas.slicing", "indexer")
 # Code-shaped strings that are not codes: a status file name and the worker's log events.
 NOT_CODES = {
     "worker.json", "worker.started", "worker.eof", "worker.sigterm", "worker.sigterm_ignored",
-    "worker.stopped",
+    "worker.stopped", "worker.table_helper_failed",
 }  # fmt: skip
 ERROR_CODE_PREFIXES = ("config", "input", "worker", "slice", "card", "cas", "indexer", "client")
 IO_MODULES = {

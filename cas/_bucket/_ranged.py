@@ -97,6 +97,10 @@ class RangeReads:
     def close(self) -> None:
         """Nothing to release: a forked child's connections end with it."""
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled for a slice's reading helper: its client connects anew there."""
+        return (RangeReads, (self._client, self._head))
+
     def _here(self) -> BucketClient:
         if os.getpid() != self._owner:
             self._client = self._client.forked()

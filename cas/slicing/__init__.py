@@ -15,10 +15,12 @@ Rooms: `_expr` (the filter language, pure) and `_expr_check` (typing it against 
 (opening a table of any of them), `_tables` (bounded Parquet and Arrow readers), `_text_tables`
 (CSV, TSV and JSON Lines in bounded blocks), `_pages` and `_ipc_layout` (declared decoded sizes,
 checked before pyarrow decompresses), `_isolated` (all table parsing and decoding in a child
-within memory and time bounds), `_collect` (the kept rows, streamed back from the child),
-`_table_info`, `_footer` (a recorded table's columns and shape, for its card), `_limits`,
-`_slice`; `_export` (a slice streamed into a staged file) and `_encoders` (Parquet, CSV and
-JSON Lines writers, run in the child).
+within memory and time bounds), `_helper` (the pre-started process that forks those children
+for a process with threads; a worker starts it before its threads, `start_helper`), `_threads`
+(what keeps a reading process single-threaded), `_collect` (the kept rows, streamed back from
+the child), `_table_info`, `_footer` (a recorded table's columns and shape, for its card),
+`_limits`, `_slice`; `_export` (a slice streamed into a staged file) and `_encoders` (Parquet,
+CSV and JSON Lines writers, run in the child).
 
 The store takes only this API (`SliceSource`, `RemoteBytes`, `load_manifest` for its located
 results; `measure` and `Measured` for a recorded table's card facts), and slicing imports nothing
@@ -36,10 +38,12 @@ if TYPE_CHECKING:
     from cas.slicing._encoders import refused_columns
     from cas.slicing._export import ExportResult, export_slice
     from cas.slicing._footer import Measured, measure
+    from cas.slicing._isolated import start_helper, stop_helper
     from cas.slicing._limits import DEFAULT_SLICE_LIMITS, ExportLimits, SliceLimits
     from cas.slicing._reader import RemoteBytes, SliceSource, load_manifest
     from cas.slicing._slice import SliceRequest, SliceResult, describe, read_slice
     from cas.slicing._table_info import TableInfo
+    from cas.slicing._threads import ONE_THREAD_ENV
 
 _EXPORTS = {
     "refused_columns": "cas.slicing._encoders",
@@ -47,6 +51,8 @@ _EXPORTS = {
     "export_slice": "cas.slicing._export",
     "Measured": "cas.slicing._footer",
     "measure": "cas.slicing._footer",
+    "start_helper": "cas.slicing._isolated",
+    "stop_helper": "cas.slicing._isolated",
     "DEFAULT_SLICE_LIMITS": "cas.slicing._limits",
     "ExportLimits": "cas.slicing._limits",
     "SliceLimits": "cas.slicing._limits",
@@ -58,12 +64,14 @@ _EXPORTS = {
     "describe": "cas.slicing._slice",
     "read_slice": "cas.slicing._slice",
     "TableInfo": "cas.slicing._table_info",
+    "ONE_THREAD_ENV": "cas.slicing._threads",
 }
 
 __all__ = [
     "DEFAULT_SLICE_LIMITS",
     "ExportLimits",
     "ExportResult",
+    "ONE_THREAD_ENV",
     "Measured",
     "RemoteBytes",
     "SliceLimits",
@@ -77,6 +85,8 @@ __all__ = [
     "measure",
     "read_slice",
     "refused_columns",
+    "start_helper",
+    "stop_helper",
 ]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

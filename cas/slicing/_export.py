@@ -32,7 +32,8 @@ from cas.slicing._collect import BYTE_BUDGET, ROW_LIMIT, collect, output_schema,
 from cas.slicing._encoders import EXPORT_FORMATS, FileOutput, open_sink
 from cas.slicing._expr import Node, parse_filter
 from cas.slicing._formats import open_table, settle_types, type_notes
-from cas.slicing._isolated import Answer, Bounds, bounded
+from cas.slicing._helper import Passed
+from cas.slicing._isolated import Answer, Bounds, run_bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import check_media_type
 from cas.slicing._reader import (
@@ -138,10 +139,10 @@ def export_slice(
     ):
         work = functools.partial(
             _export_in_child, reader, media_type, limits, request, node, limit, max_bytes,
-            fmt, output.stage.fd,
+            fmt, Passed(output.stage.fd),
         )  # fmt: skip
         tick = None if watch is None else functools.partial(_report_size, output.stage.fd, watch)
-        answer = bounded(work, reader, bounds, tick=tick)
+        answer = run_bounded(work, reader, bounds, tick=tick)
         result = _result(answer, reader.stats, request, node, limit, path, fmt)
         try:
             written = os.fstat(output.stage.fd).st_size

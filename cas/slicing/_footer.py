@@ -166,7 +166,7 @@ def read_facts(
         IntegrityError: the staged bytes differ from `manifest`.
         StoreIOError: the bytes could not be read, or the reader could not be started.
     """
-    from cas.slicing._isolated import Bounds, bounded
+    from cas.slicing._isolated import Bounds, run_bounded
     from cas.slicing._reader import VerifiedReader
 
     reader = VerifiedReader(
@@ -175,7 +175,7 @@ def read_facts(
     try:
         work = functools.partial(_facts_in_child, reader, media_type, limits)
         bounds = Bounds(limits.max_seconds, limits.max_memory_bytes, _ANSWER_BYTES)
-        answer = bounded(work, reader, bounds, prepare=_load_readers)
+        answer = run_bounded(work, reader, bounds, prepare=_load_readers)
     finally:
         reader.close()
     return _facts_from_answer(answer.value)

@@ -1,4 +1,4 @@
-"""Run table work in a forked child with hard bounds, so no table can take the caller down.
+"""Run table work in a child process with hard bounds, so no table can take the caller down.
 
 Everything that parses or decodes a recorded table runs here, for three reasons:
 
@@ -18,13 +18,18 @@ Everything that parses or decodes a recorded table runs here, for three reasons:
   buffered JSON lost. A child never finalizes (it leaves with `os._exit`), and the caller
   never runs a pyarrow reader over a Python file.
 
-The child inherits the parsed request and the open reader (an export's child, the staged
-output file too, which it writes: `_export`; a reader of a remote object fetches the chunks it
-needs itself, over connections of its own: `RemoteBytes`), and answers through a pipe: an
-optional binary payload, then a JSON envelope, then the envelope's length as 8 bytes. What it
-read is added to the caller's `reader.stats`. It dies with the caller (Linux:
-`PR_SET_PDEATHSIG`), and at its alarm in any case. A fork of a process with pyarrow loaded
-costs a few milliseconds; the caller's memory is shared copy-on-write, not copied.
+Where the child comes from: a process that runs one thread (a CLI command; its environment
+keeps pyarrow's and BLAS's native threads from starting, `ONE_THREAD_ENV`) forks it and the
+child inherits the parsed request and the open reader. A process with threads never forks (a
+lock another thread held would stay locked in the child): it hands the work, pickled, with its
+descriptors, to a pre-started helper process that forks the same child (`_helper`); a worker
+starts the helper before it starts threads (`start_helper`), and sends every read there.
+
+Either way the child answers through a pipe: an optional binary payload, then a JSON envelope,
+then the envelope's length as 8 bytes. What it read is added to the caller's `reader.stats`.
+It dies with its parent (Linux: `PR_SET_PDEATHSIG`; a helper ends with its caller), and at its
+alarm in any case. A reader of a remote object fetches the chunks it needs itself, over
+connections of its own (`RemoteBytes`); an export's child writes the staged output file.
 """
 
 from __future__ import annotations
@@ -38,9 +43,10 @@ import os
 import resource
 import select
 import signal
+import sys
+import threading
 import time
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import NoReturn, cast
 
 import msgspec
@@ -55,18 +61,20 @@ from cards.errors import (
     TableTooLarge,
     TableUnreadable,
 )
+from cas.slicing._helper import HELPER, Channel, dumps, loads, threads
 from cas.slicing._reader import ReadStats, VerifiedReader
 
 TIMEOUT_SECONDS = 60.0
 MAX_ANSWER_BYTES = 64 << 20
 MAX_STDERR_BYTES = 1 << 14
-TICK_S = 0.5  # how often `bounded` calls its `tick` while the child works
+TICK_S = 0.5  # how often `run_bounded` calls its `tick` while the child works
 _READ_BYTES = 1 << 20
 _LENGTH_BYTES = 8
 # What a child that ran out of memory leaves on its stderr: pyarrow's `std::bad_alloc` abort,
 # or Python's own fatal MemoryError.
 _MEMORY_HINTS = (b"bad_alloc", b"MemoryError", b"Cannot allocate memory", b"out of memory")
 _PR_SET_PDEATHSIG = 1
+_READER_THREADS = 2  # a child's pyarrow runs one CPU and one I/O thread (`prepare_child`)
 
 
 def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
@@ -98,7 +106,7 @@ class Answer(msgspec.Struct, frozen=True):
     payload: bytes | memoryview = b""
 
 
-def bounded(
+def run_bounded(
     work: Callable[[], Answer],
     reader: VerifiedReader,
     bounds: Bounds,
@@ -106,12 +114,13 @@ def bounded(
     prepare: Callable[[], None] | None = None,
     tick: Callable[[], None] | None = None,
 ) -> Answer:
-    """Compute `work()`, which reads through `reader`, in a forked child within `bounds`.
+    """Compute `work()`, which reads through `reader`, in a child process within `bounds`.
 
     `prepare` runs in the child before its memory bound is set: importing pyarrow there, for a
     caller that never loads it (the record path), maps about a gigabyte of address space that
     the bound must not count. `tick` runs in this process about every `TICK_S` while the
-    child works (an export's progress).
+    child works (an export's progress). In a process with threads, `work`, `reader` and
+    `prepare` are pickled for the helper: descriptors they hold cross as `Passed`.
 
     Raises:
         SliceTimeout: the child ran past `bounds.seconds` and was killed.
@@ -121,33 +130,33 @@ def bounded(
             crosses: work whose errors carry facts sends what the caller needs to raise them).
         IntegrityError: a chunk the child read differs from its manifest.
         ObjectMissing: the object the child reads (a remote one) is gone.
-        StoreIOError: the child could not be started, read the object or write its output.
+        StoreIOError: the child could not be started, read the object or write its output, or
+            the helper it ran in stopped.
     """
     answer_fd, answer_end = os.pipe()
     errors_fd, errors_end = os.pipe()
     with contextlib.suppress(AttributeError, OSError):  # Linux: fewer, larger pipe transfers
         fcntl.fcntl(answer_end, fcntl.F_SETPIPE_SZ, _READ_BYTES)
-    caller = os.getpid()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-            pid = os.fork()
-    except OSError as exc:
-        for fd in (answer_fd, answer_end, errors_fd, errors_end):
+        if HELPER.pinned or threads() != 1:
+            job, fds = dumps(sys.path, (work, prepare, reader, bounds))
+            child: _Forked | Channel = HELPER.submit(job, [answer_end, errors_end, *fds])
+        else:
+            child = _fork(
+                work, prepare, answer_fd, answer_end, errors_fd, errors_end, reader, bounds
+            )
+    except BaseException:
+        for fd in (answer_fd, errors_fd):
             os.close(fd)
-        raise StoreIOError(f"cannot start the table reader: {exc.strerror}") from exc
-    if pid == 0:
-        os.close(answer_fd)
-        os.close(errors_fd)
-        _child(work, prepare, answer_end, errors_end, reader, bounds, caller)
-    os.close(answer_end)
-    os.close(errors_end)
+        raise
+    finally:
+        os.close(answer_end)
+        os.close(errors_end)
     pipes = _Pipes(answer_fd, errors_fd, bounds.answer_bytes)
     try:
-        status = _wait(pid, pipes, time.monotonic() + bounds.seconds, tick)
+        status = _wait(child, pipes, time.monotonic() + bounds.seconds, tick)
     except BaseException as exc:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        child.kill()
         if isinstance(exc, _Expired):
             raise SliceTimeout(
                 f"reading the table did not finish within {bounds.seconds:g} s",
@@ -156,7 +165,94 @@ def bounded(
         raise
     finally:
         pipes.close()
+        child.close()
     return _decode(pipes, status, reader.stats, bounds)
+
+
+def start_helper() -> None:
+    """Start the helper process now and read every table through it from here on.
+
+    A long-running process calls this before it starts threads: its reads then never fork it,
+    and the helper's children start with the readers already imported.
+
+    Raises:
+        StoreIOError: the helper could not be started.
+    """
+    HELPER.start()
+
+
+def stop_helper() -> None:
+    """End the helper; reads fork again where the process runs one thread."""
+    HELPER.stop()
+
+
+def _set_path(path: object) -> None:
+    """The caller's import path, so the work's functions import here as they did there."""
+    if isinstance(path, list) and all(isinstance(entry, str) for entry in path):
+        sys.path[:] = path
+
+
+class _Forked:
+    """A child forked from this (single-threaded) process."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self.fd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # not Linux 5.3+: the pipes' ends will do
+            self.fd = None
+
+    def status(self) -> int:
+        return os.waitpid(self.pid, 0)[1]
+
+    def kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _fork(
+    work: Callable[[], Answer],
+    prepare: Callable[[], None] | None,
+    answer_fd: int,
+    answer_end: int,
+    errors_fd: int,
+    errors_end: int,
+    reader: VerifiedReader,
+    bounds: Bounds,
+) -> _Forked:
+    caller = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        raise StoreIOError(f"cannot start the table reader: {exc.strerror}") from exc
+    if pid == 0:
+        os.close(answer_fd)
+        os.close(errors_fd)
+        _child(work, prepare, answer_end, errors_end, reader, bounds, caller)
+    return _Forked(pid)
+
+
+def run_child(job: bytes, fds: list[int], answer_fd: int, errors_fd: int) -> NoReturn:
+    """In a child the helper forked: unpickle the work and run it as a forked child does."""
+    try:
+        faulthandler.disable()
+        os.dup2(errors_fd, 2)
+        loader = loads(job, fds)
+        _set_path(loader.load())  # before the work's modules import
+        work, prepare, reader, bounds = cast(
+            "tuple[Callable[[], Answer], Callable[[], None] | None, VerifiedReader, Bounds]",
+            loader.load(),
+        )
+    except BaseException as exc:  # the caller sees a crash, with this on the child's stderr
+        with contextlib.suppress(OSError):
+            os.write(2, f"cannot load the table work: {type(exc).__name__}\n".encode())
+        os._exit(1)
+    _child(work, prepare, answer_fd, errors_fd, reader, bounds, os.getppid())
 
 
 def _child(
@@ -183,6 +279,7 @@ def _child(
         try:
             if prepare is not None:
                 prepare()
+            _leave_thread_stacks(_READER_THREADS)
             _limit_address_space(bounds.memory_bytes)
             answer = work()
             envelope = msgspec.json.encode(
@@ -215,6 +312,22 @@ def _die_with(caller: int) -> None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != caller:
         os._exit(1)
+
+
+def _leave_thread_stacks(count: int) -> None:
+    """Run `count` threads at once and join them, before the memory bound is set.
+
+    pyarrow's pool threads (one per pool in a child) then take their stacks from the C
+    library's cache of exited threads' stacks, and its allocator arena, instead of mapping new
+    ones (8 MiB and 64 MiB of address space) that the bound would count against the table.
+    """
+    release = threading.Event()
+    started = [threading.Thread(target=release.wait, daemon=True) for _ in range(count)]
+    for thread in started:
+        thread.start()
+    release.set()
+    for thread in started:
+        thread.join()
 
 
 def _limit_address_space(extra: int | None) -> None:
@@ -302,33 +415,36 @@ class _Pipes:
             os.close(fd)
 
 
-def _wait(pid: int, pipes: _Pipes, deadline: float, tick: Callable[[], None] | None = None) -> int:
+def _wait(
+    child: _Forked | Channel, pipes: _Pipes, deadline: float, tick: Callable[[], None] | None
+) -> int:
     """Read the child's pipes until it exits; return its wait status.
 
-    A pidfd says when the child exits, even if a process it shares descriptors with (a
-    concurrent slice's child) keeps a pipe open. Without one, the ends of both pipes do.
+    The child's own descriptor (a pidfd, or the helper's channel) says when it exits, even if a
+    process it shares descriptors with (a concurrent slice's child) keeps a pipe open. Without
+    one, the ends of both pipes do.
 
     Raises:
         _Expired: the deadline passed first (the caller kills the child).
         TableUnreadable: the answer outgrew its bound.
+        StoreIOError: the helper stopped before the child's end was reported.
     """
-    with _pidfd(pid) as exited:
-        while True:
-            watched = pipes.open + ([exited] if exited is not None else [])
-            if not watched:
-                return os.waitpid(pid, 0)[1]
-            left = deadline - time.monotonic()
-            ready = _ready(watched, min(left, TICK_S) if tick is not None else left)
-            if not ready:
-                if tick is None or time.monotonic() >= deadline:
-                    raise _Expired
-                tick()
-                continue
-            if exited is not None and exited in ready:
-                pipes.drain()
-                return os.waitpid(pid, 0)[1]
-            for fd in ready:
-                pipes.read(fd)
+    while True:
+        watched = pipes.open + ([child.fd] if child.fd is not None else [])
+        if not watched:
+            return child.status()
+        left = deadline - time.monotonic()
+        ready = _ready(watched, min(left, TICK_S) if tick is not None else left)
+        if not ready:
+            if tick is None or time.monotonic() >= deadline:
+                raise _Expired
+            tick()
+            continue
+        if child.fd is not None and child.fd in ready:
+            pipes.drain()
+            return child.status()
+        for fd in ready:
+            pipes.read(fd)
 
 
 def _ready(fds: list[int], seconds: float) -> list[int]:
@@ -339,19 +455,6 @@ def _ready(fds: list[int], seconds: float) -> list[int]:
     for fd in fds:
         poller.register(fd, select.POLLIN)
     return [fd for fd, _ in poller.poll(math.ceil(seconds * 1000))]
-
-
-@contextlib.contextmanager
-def _pidfd(pid: int) -> Iterator[int | None]:
-    try:
-        fd: int | None = os.pidfd_open(pid)
-    except (AttributeError, OSError):  # not Linux 5.3+: the pipes' ends will do
-        fd = None
-    try:
-        yield fd
-    finally:
-        if fd is not None:
-            os.close(fd)
 
 
 def _decode(pipes: _Pipes, status: int, stats: ReadStats, bounds: Bounds) -> Answer:
