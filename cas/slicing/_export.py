@@ -134,7 +134,7 @@ def export_slice(
         answer_bytes=4 * limits.max_footer_bytes,  # a schema, when the request does not fit it
     )
     with (
-        _fs.staged_beside(path, outside=outside) as output,
+        _fs.staged_beside(path, outside=outside, mode=_fs.SHARED_FILE_MODE) as output,
         verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader,
     ):
         work = functools.partial(
