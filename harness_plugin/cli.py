@@ -147,6 +147,9 @@ def _main(argv: list[str]) -> int:
     # command that reads a table forks its bounded reader from a single-threaded process.
     for name, value in ONE_THREAD_ENV.items():
         os.environ.setdefault(name, value)
+    # pyarrow imports numpy whenever it is installed (about 0.15 s of a table command's start);
+    # no command hands a numpy array to anyone, so here pyarrow loads without it.
+    sys.modules.setdefault("numpy", None)  # type: ignore[arg-type]
 
     module, _, function = args.run.partition(":")
     run: Callable[[argparse.Namespace], Outcome] = getattr(

@@ -32,7 +32,6 @@ from cas.slicing._collect import BYTE_BUDGET, ROW_LIMIT, collect, output_schema,
 from cas.slicing._encoders import EXPORT_FORMATS, FileOutput, open_sink
 from cas.slicing._expr import Node, parse_filter
 from cas.slicing._formats import open_table, settle_types, type_notes
-from cas.slicing._helper import Passed
 from cas.slicing._isolated import Answer, Bounds, run_bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import check_media_type
@@ -51,6 +50,7 @@ from cas.slicing._slice import (
     table_errors,
 )
 from cas.slicing._tables import prepare_child
+from cas.slicing._threads import Passed
 
 UNBOUNDED_ROWS = 2**63 - 1
 

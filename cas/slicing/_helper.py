@@ -4,7 +4,8 @@
 and OpenBLAS's threads), a lock another thread held stays locked forever in the child. So a
 threaded caller never forks: it hands each read to this helper, started from a clean
 interpreter (`fork` + `exec`, which is safe from any thread) with the table readers already
-imported, and kept single-threaded (it checks before each fork). The helper forks one child per
+imported (pyarrow without numpy, which no reader uses), and kept single-threaded (it checks
+before each fork). The helper forks one child per
 read, exactly the child `_isolated` forks itself from a single-threaded caller: the same memory
 bound (`RLIMIT_AS`, set in the child), clock and answer bound, and the same typed errors. A
 hostile table that blows a bound kills its child only; a helper that dies is started again on
@@ -39,7 +40,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 from cards.errors import StoreIOError
-from cas.slicing._threads import ONE_THREAD_ENV
+from cas.slicing._threads import ONE_THREAD_ENV, Passed, threads
 
 if TYPE_CHECKING:
     import subprocess
@@ -51,14 +52,6 @@ _MAX_FDS = 64
 _KILL_WAIT_S = 10.0
 # The readers a child runs, imported once in the helper instead of once per read.
 _PRELOAD = ("cas.slicing._slice", "cas.slicing._export", "cas.slicing._footer")
-
-
-class Passed(int):
-    """A descriptor that crosses to the helper's child as a descriptor (`SCM_RIGHTS`).
-
-    It is the descriptor's number in this process (an `int`, so a forked child uses it as is);
-    pickled for the helper, it is sent beside the pickle and becomes the child's own number.
-    """
 
 
 def dumps(*values: object) -> tuple[bytes, list[int]]:
@@ -143,7 +136,6 @@ class Helper:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
-        self.pinned = False  # started on purpose: every read goes through it
 
     @property
     def pid(self) -> int | None:
@@ -151,19 +143,17 @@ class Helper:
         return None if self._process is None else self._process.pid
 
     def start(self) -> None:
-        """Start the helper now, and send every later read to it (a worker, before threads).
+        """Start the helper now (a worker, before its threads start).
 
         Raises:
             StoreIOError: the helper could not be started.
         """
         with self._lock:
-            self.pinned = True
             self._ensure()
 
     def stop(self) -> None:
         """End the helper (its children with it); a later read starts another."""
         with self._lock:
-            self.pinned = False
             self._end()
 
     def submit(self, work: bytes, fds: list[int]) -> Channel:
@@ -205,7 +195,7 @@ class Helper:
         self._end()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = (
-            "import sys; sys.path[:] = sys.argv[2:]; "
+            "import sys; sys.path[:] = sys.argv[2:]; sys.modules['numpy'] = None; "
             "from cas.slicing._helper import serve; serve(int(sys.argv[1]))"
         )
         try:
@@ -378,14 +368,6 @@ def _close(*fds: int) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
-
-
-def threads() -> int:
-    """How many threads this process runs (native ones too, where /proc says)."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return threading.active_count()
 
 
 def _leave(children: dict[int, socket.socket]) -> NoReturn:

@@ -47,7 +47,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn, cast
 
 import msgspec
 
@@ -61,7 +61,12 @@ from cards.errors import (
     TableTooLarge,
     TableUnreadable,
 )
-from cas.slicing._helper import HELPER, Channel, dumps, loads, threads
+from cas.slicing._threads import threads
+
+if TYPE_CHECKING:
+    import pickle
+
+    from cas.slicing._helper import Channel
 from cas.slicing._reader import ReadStats, VerifiedReader
 
 TIMEOUT_SECONDS = 60.0
@@ -74,6 +79,7 @@ _LENGTH_BYTES = 8
 # or Python's own fatal MemoryError.
 _MEMORY_HINTS = (b"bad_alloc", b"MemoryError", b"Cannot allocate memory", b"out of memory")
 _PR_SET_PDEATHSIG = 1
+_HELPER_STARTED = False  # `start_helper` was called: every read goes to the helper
 _READER_THREADS = 2  # a child's pyarrow runs one CPU and one I/O thread (`prepare_child`)
 
 
@@ -138,9 +144,11 @@ def run_bounded(
     with contextlib.suppress(AttributeError, OSError):  # Linux: fewer, larger pipe transfers
         fcntl.fcntl(answer_end, fcntl.F_SETPIPE_SZ, _READ_BYTES)
     try:
-        if HELPER.pinned or threads() != 1:
-            job, fds = dumps(sys.path, (work, prepare, reader, bounds))
-            child: _Forked | Channel = HELPER.submit(job, [answer_end, errors_end, *fds])
+        if _HELPER_STARTED or threads() != 1:
+            from cas.slicing import _helper  # loaded only by a process with threads (~10 ms)
+
+            job, fds = _helper.dumps(sys.path, (work, prepare, reader, bounds))
+            child: _Forked | Channel = _helper.HELPER.submit(job, [answer_end, errors_end, *fds])
         else:
             child = _fork(
                 work, prepare, answer_fd, answer_end, errors_fd, errors_end, reader, bounds
@@ -178,12 +186,26 @@ def start_helper() -> None:
     Raises:
         StoreIOError: the helper could not be started.
     """
+    from cas.slicing._helper import HELPER
+
+    global _HELPER_STARTED
     HELPER.start()
+    _HELPER_STARTED = True
 
 
 def stop_helper() -> None:
     """End the helper; reads fork again where the process runs one thread."""
+    from cas.slicing._helper import HELPER
+
+    global _HELPER_STARTED
+    _HELPER_STARTED = False
     HELPER.stop()
+
+
+def _helper_loads(job: bytes, fds: list[int]) -> pickle.Unpickler:
+    from cas.slicing._helper import loads  # in the helper's child, where it is loaded
+
+    return loads(job, fds)
 
 
 def _set_path(path: object) -> None:
@@ -242,7 +264,7 @@ def run_child(job: bytes, fds: list[int], answer_fd: int, errors_fd: int) -> NoR
     try:
         faulthandler.disable()
         os.dup2(errors_fd, 2)
-        loader = loads(job, fds)
+        loader = _helper_loads(job, fds)
         _set_path(loader.load())  # before the work's modules import
         work, prepare, reader, bounds = cast(
             "tuple[Callable[[], Answer], Callable[[], None] | None, VerifiedReader, Bounds]",

@@ -25,7 +25,7 @@ import xxhash
 
 import fsedge as _fs
 from cards.errors import ArtifactError, IntegrityError, ObjectMissing, StoreIOError, TableTooLarge
-from cas.slicing._helper import Passed
+from cas.slicing._threads import Passed
 from fsedge import ChunkManifest, chunk_count, parse_manifest
 
 CACHED_CHUNKS = 8

@@ -21,11 +21,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from cards.errors import SliceTimeout, StoreIOError, TableTooLarge, TableUnreadable
-from cas.slicing._helper import HELPER, Passed, threads
+from cas.slicing._helper import HELPER
 from cas.slicing._isolated import Answer, Bounds, run_bounded, start_helper, stop_helper
 from cas.slicing._reader import load_manifest, verified_object
 from cas.slicing._slice import SliceRequest, read_slice
 from cas.slicing._tables import PARQUET
+from cas.slicing._threads import Passed, threads
 
 MIB = 1 << 20
 TABLE = pa.table(
