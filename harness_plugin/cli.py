@@ -399,6 +399,15 @@ def _no_args(p: argparse.ArgumentParser) -> None:
     del p
 
 
+def _completion_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "shell",
+        choices=("bash", "zsh", "fish", "ids"),
+        help="the shell (`ids PREFIX`: the experiment ids the scripts complete)",
+    )
+    p.add_argument("prefix", nargs="?", help=argparse.SUPPRESS)
+
+
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", action="store_true", help="keep the temporary workspace")
 
@@ -482,5 +491,10 @@ _COMMANDS: dict[str, tuple[str, _Configure, str]] = {
         "run the evaluation corpus (spec §22) and check the promotion gates",
         _eval_args,
         _OPS + "run_eval",
+    ),
+    "completion": (
+        "print a shell completion script: bash, zsh or fish",
+        _completion_args,
+        "_completion:completion",
     ),
 }
