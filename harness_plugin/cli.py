@@ -141,15 +141,14 @@ def _main(argv: list[str]) -> int:
         )
     _import_msgspec()
     from cards import ArtifactError, ObjectMissing
-    from cas.slicing import ONE_THREAD_ENV
+    from cas.slicing import ONE_THREAD_ENV, import_readers
 
     # Native libraries' threads (pyarrow's jemalloc, numpy's BLAS) stay unstarted, so a
     # command that reads a table forks its bounded reader from a single-threaded process.
     for name, value in ONE_THREAD_ENV.items():
         os.environ.setdefault(name, value)
-    # pyarrow imports numpy whenever it is installed (about 0.15 s of a table command's start);
-    # no command hands a numpy array to anyone, so here pyarrow loads without it.
-    sys.modules.setdefault("numpy", None)  # type: ignore[arg-type]
+    if args.run in _TABLE_RUNS:
+        import_readers()  # pyarrow without numpy, which no command uses (~0.15 s)
 
     module, _, function = args.run.partition(":")
     run: Callable[[argparse.Namespace], Outcome] = getattr(
@@ -444,6 +443,8 @@ _ALIASES = {"list": ["ls"]}
 _NO_CONFIGURATION = frozenset({"_operator_commands:demo"})  # it builds its own workspace
 _Configure = Callable[[argparse.ArgumentParser], None]
 _ART = "_artifact_commands:"
+# The commands that read tables: their pyarrow loads first, without numpy.
+_TABLE_RUNS = frozenset({_ART + "show_command", _ART + "slice_command", _ART + "diff", _ART + "ui"})
 _OPS = "_operator_commands:"
 # name: (summary, arguments, "module:function" that runs it, imported only then)
 _COMMANDS: dict[str, tuple[str, _Configure, str]] = {

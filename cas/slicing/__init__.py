@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from cas.slicing._reader import RemoteBytes, SliceSource, load_manifest
     from cas.slicing._slice import SliceRequest, SliceResult, describe, read_slice
     from cas.slicing._table_info import TableInfo
-    from cas.slicing._threads import ONE_THREAD_ENV
+    from cas.slicing._threads import ONE_THREAD_ENV, import_readers
 
 _EXPORTS = {
     "refused_columns": "cas.slicing._encoders",
@@ -65,6 +65,7 @@ _EXPORTS = {
     "read_slice": "cas.slicing._slice",
     "TableInfo": "cas.slicing._table_info",
     "ONE_THREAD_ENV": "cas.slicing._threads",
+    "import_readers": "cas.slicing._threads",
 }
 
 __all__ = [
@@ -81,6 +82,7 @@ __all__ = [
     "TableInfo",
     "describe",
     "export_slice",
+    "import_readers",
     "load_manifest",
     "measure",
     "read_slice",

@@ -182,7 +182,9 @@ def read_facts(
 
 
 def _load_readers() -> None:
-    import cas.slicing._slice  # noqa: F401  (pyarrow, before the child's memory bound)
+    from cas.slicing._threads import import_readers  # pyarrow, before the child's memory bound
+
+    import_readers()
 
 
 def _facts_in_child(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:

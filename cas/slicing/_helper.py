@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 from cards.errors import StoreIOError
-from cas.slicing._threads import ONE_THREAD_ENV, Passed, threads
+from cas.slicing._threads import ONE_THREAD_ENV, Passed, import_readers, threads
 
 if TYPE_CHECKING:
     import subprocess
@@ -50,8 +50,6 @@ _KILL = b"k"
 _STATUS = struct.Struct("<i")
 _MAX_FDS = 64
 _KILL_WAIT_S = 10.0
-# The readers a child runs, imported once in the helper instead of once per read.
-_PRELOAD = ("cas.slicing._slice", "cas.slicing._export", "cas.slicing._footer")
 
 
 def dumps(*values: object) -> tuple[bytes, list[int]]:
@@ -195,7 +193,7 @@ class Helper:
         self._end()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = (
-            "import sys; sys.path[:] = sys.argv[2:]; sys.modules['numpy'] = None; "
+            "import sys; sys.path[:] = sys.argv[2:]; "
             "from cas.slicing._helper import serve; serve(int(sys.argv[1]))"
         )
         try:
@@ -252,8 +250,7 @@ HELPER = Helper()
 
 def serve(control_fd: int) -> NoReturn:
     """The helper's loop: fork a child per read, report how it ended; end with the caller."""
-    for name in _PRELOAD:
-        __import__(name)
+    import_readers()
     from cas.slicing._isolated import run_child
 
     control = socket.socket(fileno=control_fd)

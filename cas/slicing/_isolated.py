@@ -272,7 +272,7 @@ def run_child(job: bytes, fds: list[int], answer_fd: int, errors_fd: int) -> NoR
         )
     except BaseException as exc:  # the caller sees a crash, with this on the child's stderr
         with contextlib.suppress(OSError):
-            os.write(2, f"cannot load the table work: {type(exc).__name__}\n".encode())
+            os.write(2, f"cannot load the table work: {type(exc).__name__}: {exc}"[:500].encode())
         os._exit(1)
     _child(work, prepare, answer_fd, errors_fd, reader, bounds, os.getppid())
 
