@@ -147,7 +147,7 @@ def run_bounded(
         if _HELPER_STARTED or threads() != 1:
             from cas.slicing import _helper  # loaded only by a process with threads (~10 ms)
 
-            job, fds = _helper.dumps(sys.path, (work, prepare, reader, bounds))
+            job, fds = _helper.dumps(sys.path, dict(os.environ), (work, prepare, reader, bounds))
             child: _Forked | Channel = _helper.HELPER.submit(job, [answer_end, errors_end, *fds])
         else:
             child = _fork(
@@ -214,6 +214,12 @@ def _set_path(path: object) -> None:
         sys.path[:] = path
 
 
+def _set_environment(environ: object) -> None:
+    if isinstance(environ, dict):
+        os.environ.clear()
+        os.environ.update({str(key): str(value) for key, value in environ.items()})
+
+
 class _Forked:
     """A child forked from this (single-threaded) process."""
 
@@ -266,6 +272,7 @@ def run_child(job: bytes, fds: list[int], answer_fd: int, errors_fd: int) -> NoR
         os.dup2(errors_fd, 2)
         loader = _helper_loads(job, fds)
         _set_path(loader.load())  # before the work's modules import
+        _set_environment(loader.load())  # the caller's now (credentials), as a fork has it
         work, prepare, reader, bounds = cast(
             "tuple[Callable[[], Answer], Callable[[], None] | None, VerifiedReader, Bounds]",
             loader.load(),

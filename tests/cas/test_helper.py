@@ -78,6 +78,10 @@ def _pause() -> Answer:
     return Answer(None)
 
 
+def _environment(name: str) -> Answer:
+    return Answer(os.environ.get(name))
+
+
 def _big_answer() -> Answer:
     return Answer(None, bytes(2 * MIB))
 
@@ -138,6 +142,15 @@ def test_a_single_threaded_process_forks_its_own_child(tmp_path):
         [sys.executable, "-c", probe, str(empty)], capture_output=True, text=True, check=False
     )
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_the_child_sees_the_callers_environment_at_the_read(helper, reader, monkeypatch):
+    """Set after the helper started (credentials a bucket read needs): the child has it."""
+    monkeypatch.setenv("ARTMEM_TEST_LATE", "late value")
+    work = functools.partial(_environment, "ARTMEM_TEST_LATE")
+    assert run_bounded(work, reader, Bounds()).value == "late value"
+    monkeypatch.delenv("ARTMEM_TEST_LATE")
+    assert run_bounded(work, reader, Bounds()).value is None
 
 
 def test_the_helper_keeps_the_memory_bound(helper, reader):
