@@ -11,16 +11,17 @@ batch, within the operator's export bounds (`ExportLimits`) instead of the in-me
     export_slice(source, SliceRequest(where="a > 1"), "/tmp/rows.parquet", "parquet")
 
 Rooms: `_expr` (the filter language, pure) and `_expr_check` (typing it against a schema),
-`_reader` (chunk-verified file reads), `_media` (the formats read, by name), `_formats`
-(opening a table of any of them), `_tables` (bounded Parquet and Arrow readers), `_text_tables`
-(CSV, TSV and JSON Lines in bounded blocks), `_pages` and `_ipc_layout` (declared decoded sizes,
-checked before pyarrow decompresses), `_isolated` (all table parsing and decoding in a child
-within memory and time bounds), `_helper` (the pre-started process that forks those children
-for a process with threads; a worker starts it before its threads, `start_helper`), `_threads`
-(what keeps a reading process single-threaded), `_collect` (the kept rows, streamed back from
-the child), `_table_info`, `_footer` (a recorded table's columns and shape, for its card),
-`_limits`, `_slice`; `_export` (a slice streamed into a staged file) and `_encoders` (Parquet,
-CSV and JSON Lines writers, run in the child).
+`_reader` (chunk-verified file reads), `_media` (the formats read, by name), `_formats` (opening
+a table of any of them), `_tables` (bounded Parquet and Arrow readers), `_text_tables` (CSV, TSV
+and JSON Lines in bounded blocks), `_pages` and `_ipc_layout` (declared decoded sizes, checked
+before pyarrow decompresses), `_isolated` (all table parsing and decoding in a child within
+memory and time bounds; `_answer` reads its answer back into values or typed errors), `_helper`
+(the pre-started process that forks those children for a process with threads; a worker starts
+it before its threads, `start_helper`), `_threads` (what keeps a reading process
+single-threaded), `_collect` (the kept rows, streamed back from the child), `_table_info`,
+`_footer` (a recorded table's columns and shape, for its card), `_limits`, `_slice`; `_export`
+(a slice streamed into a staged file) and `_encoders` (Parquet, CSV and JSON Lines writers, run
+in the child).
 
 The store takes only this API (`SliceSource`, `RemoteBytes`, `load_manifest` for its located
 results; `measure` and `Measured` for a recorded table's card facts), and slicing imports nothing

@@ -28,11 +28,12 @@ import msgspec
 
 import fsedge as _fs
 from cards.errors import InvalidInput, StoreIOError, TableUnreadable
+from cas.slicing._answer import Answer, Bounds
 from cas.slicing._collect import BYTE_BUDGET, ROW_LIMIT, collect, output_schema, read_schema
 from cas.slicing._encoders import EXPORT_FORMATS, FileOutput, open_sink
 from cas.slicing._expr import Node, parse_filter
 from cas.slicing._formats import open_table, settle_types, type_notes
-from cas.slicing._isolated import Answer, Bounds, run_bounded
+from cas.slicing._isolated import run_bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import check_media_type
 from cas.slicing._reader import (

@@ -29,7 +29,7 @@ from cas.slicing._media import ARROW_FILE, PARQUET, SUPPORTED_MEDIA_TYPES
 from fsedge import parse_manifest
 
 if TYPE_CHECKING:  # loaded by the first table read: a record of other bytes never needs them
-    from cas.slicing._isolated import Answer
+    from cas.slicing._answer import Answer
     from cas.slicing._reader import VerifiedReader
 
 # A record waits for this; a slice or `show` may take the operator's full budget.
@@ -166,7 +166,8 @@ def read_facts(
         IntegrityError: the staged bytes differ from `manifest`.
         StoreIOError: the bytes could not be read, or the reader could not be started.
     """
-    from cas.slicing._isolated import Bounds, run_bounded
+    from cas.slicing._answer import Bounds
+    from cas.slicing._isolated import run_bounded
     from cas.slicing._reader import VerifiedReader
 
     reader = VerifiedReader(
@@ -188,7 +189,7 @@ def _load_readers() -> None:
 
 
 def _facts_in_child(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
-    from cas.slicing._isolated import Answer
+    from cas.slicing._answer import Answer
     from cas.slicing._slice import describe_work
 
     info = describe_work(reader, media_type, limits).value

@@ -26,10 +26,11 @@ descriptors, to a pre-started helper process that forks the same child (`_helper
 starts the helper before it starts threads (`start_helper`), and sends every read there.
 
 Either way the child answers through a pipe: an optional binary payload, then a JSON envelope,
-then the envelope's length as 8 bytes. What it read is added to the caller's `reader.stats`.
-It dies with its parent (Linux: `PR_SET_PDEATHSIG`; a helper ends with its caller), and at its
-alarm in any case. A reader of a remote object fetches the chunks it needs itself, over
-connections of its own (`RemoteBytes`); an export's child writes the staged output file.
+then the envelope's length as 8 bytes (`_answer` reads it back). What it read is added to the
+caller's `reader.stats`. It dies with its parent (Linux: `PR_SET_PDEATHSIG`; a helper ends with
+its caller), and at its alarm in any case. A reader of a remote object fetches the chunks it
+needs itself, over connections of its own (`RemoteBytes`); an export's child writes the staged
+output file.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import fcntl
 import math
 import os
 import resource
-import select
 import signal
 import sys
 import threading
@@ -53,13 +53,19 @@ import msgspec
 
 import fsedge as _fs
 from cards.errors import (
-    IntegrityError,
-    InvalidInput,
-    ObjectMissing,
     SliceTimeout,
     StoreIOError,
-    TableTooLarge,
-    TableUnreadable,
+)
+from cas.slicing._answer import (
+    LENGTH_BYTES,
+    READ_BYTES,
+    Answer,
+    Bounds,
+    Expired,
+    Pipes,
+    decode,
+    error_fields,
+    wait,
 )
 from cas.slicing._threads import threads
 
@@ -69,15 +75,6 @@ if TYPE_CHECKING:
     from cas.slicing._helper import Channel
 from cas.slicing._reader import ReadStats, VerifiedReader
 
-TIMEOUT_SECONDS = 60.0
-MAX_ANSWER_BYTES = 64 << 20
-MAX_STDERR_BYTES = 1 << 14
-TICK_S = 0.5  # how often `run_bounded` calls its `tick` while the child works
-_READ_BYTES = 1 << 20
-_LENGTH_BYTES = 8
-# What a child that ran out of memory leaves on its stderr: pyarrow's `std::bad_alloc` abort,
-# or Python's own fatal MemoryError.
-_MEMORY_HINTS = (b"bad_alloc", b"MemoryError", b"Cannot allocate memory", b"out of memory")
 _PR_SET_PDEATHSIG = 1
 _HELPER_STARTED = False  # `start_helper` was called: every read goes to the helper
 _READER_THREADS = 2  # a child's pyarrow runs one CPU and one I/O thread (`prepare_child`)
@@ -95,21 +92,6 @@ def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
 
 
 _prctl = _load_prctl()
-
-
-class Bounds(msgspec.Struct, frozen=True):
-    """What a child may spend: seconds, added address space (None: unbounded), answer bytes."""
-
-    seconds: float = TIMEOUT_SECONDS
-    memory_bytes: int | None = None
-    answer_bytes: int = MAX_ANSWER_BYTES
-
-
-class Answer(msgspec.Struct, frozen=True):
-    """What work in a child returns: a JSON-ready value, and bytes that cross as they are."""
-
-    value: object
-    payload: bytes | memoryview = b""
 
 
 def run_bounded(
@@ -142,7 +124,7 @@ def run_bounded(
     answer_fd, answer_end = os.pipe()
     errors_fd, errors_end = os.pipe()
     with contextlib.suppress(AttributeError, OSError):  # Linux: fewer, larger pipe transfers
-        fcntl.fcntl(answer_end, fcntl.F_SETPIPE_SZ, _READ_BYTES)
+        fcntl.fcntl(answer_end, fcntl.F_SETPIPE_SZ, READ_BYTES)
     try:
         if _HELPER_STARTED or threads() != 1:
             from cas.slicing import _helper  # loaded only by a process with threads (~10 ms)
@@ -160,12 +142,12 @@ def run_bounded(
     finally:
         os.close(answer_end)
         os.close(errors_end)
-    pipes = _Pipes(answer_fd, errors_fd, bounds.answer_bytes)
+    pipes = Pipes(answer_fd, errors_fd, bounds.answer_bytes)
     try:
-        status = _wait(child, pipes, time.monotonic() + bounds.seconds, tick)
+        status = wait(child, pipes, time.monotonic() + bounds.seconds, tick)
     except BaseException as exc:
         child.kill()
-        if isinstance(exc, _Expired):
+        if isinstance(exc, Expired):
             raise SliceTimeout(
                 f"reading the table did not finish within {bounds.seconds:g} s",
                 limit=math.ceil(bounds.seconds),
@@ -174,7 +156,7 @@ def run_bounded(
     finally:
         pipes.close()
         child.close()
-    return _decode(pipes, status, reader.stats, bounds)
+    return decode(pipes, status, reader.stats, bounds)
 
 
 def start_helper() -> None:
@@ -316,13 +298,13 @@ def _child(
             )
             payload = answer.payload
         except Exception as exc:  # everything crosses to the parent as data
-            error = _error_fields(reader.failure or exc, bounds)
+            error = error_fields(reader.failure or exc, bounds)
             envelope = msgspec.json.encode(
                 {"error": error, "read": _read_since(reader.stats, before)}
             )
         _fs.write_all(answer_fd, payload)
         _fs.write_all(answer_fd, envelope)
-        _fs.write_all(answer_fd, len(envelope).to_bytes(_LENGTH_BYTES, "little"))
+        _fs.write_all(answer_fd, len(envelope).to_bytes(LENGTH_BYTES, "little"))
         code = 0
     except MemoryError:  # even the error did not fit: say so where the caller looks
         with contextlib.suppress(OSError):
@@ -376,159 +358,3 @@ def _limit_address_space(extra: int | None) -> None:
 
 def _read_since(stats: ReadStats, before: tuple[int, int]) -> list[int]:
     return [stats.bytes_read - before[0], stats.chunks_verified - before[1]]
-
-
-def _error_fields(exc: Exception, bounds: Bounds) -> dict[str, object]:
-    if isinstance(exc, MemoryError):  # pyarrow's ArrowMemoryError too: the address-space limit
-        limit = bounds.memory_bytes or 0
-        message = f"decoding the table needs more than the {limit}-byte memory bound"
-        return {"kind": "too_large", "message": message, "limit": limit}
-    kinds = {
-        ObjectMissing: "missing",  # a remote object gone since it was located
-        IntegrityError: "integrity",
-        StoreIOError: "io",
-        TableTooLarge: "too_large",
-        TableUnreadable: "unreadable_table",
-        InvalidInput: "invalid",
-    }
-    kind = next((name for cls, name in kinds.items() if isinstance(exc, cls)), "unreadable")
-    message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-    return {"kind": kind, "message": str(message)[:500], "limit": getattr(exc, "limit", 0)}
-
-
-class _Expired(Exception):
-    """The child's time ran out."""
-
-
-class _Pipes:
-    """The child's answer and its stderr, read as they come; the answer is bounded."""
-
-    def __init__(self, answer_fd: int, errors_fd: int, bound: int) -> None:
-        self.open = [answer_fd, errors_fd]
-        self.answer_fd = answer_fd
-        self.answer = bytearray()
-        self.errors = bytearray()
-        self._fds = (answer_fd, errors_fd)
-        self._bound = bound + _LENGTH_BYTES + (1 << 20)  # the payload, and its envelope
-        for fd in self._fds:
-            os.set_blocking(fd, False)
-
-    def read(self, fd: int) -> None:
-        """Read what `fd` has now; at its end, stop watching it.
-
-        Raises:
-            TableUnreadable: the answer outgrew its bound.
-        """
-        while True:
-            try:
-                part = os.read(fd, _READ_BYTES)
-            except BlockingIOError:
-                return
-            if not part:
-                self.open.remove(fd)
-                return
-            if fd == self.answer_fd:
-                self.answer += part
-                if len(self.answer) > self._bound:
-                    raise TableUnreadable("the table's reader answered more than it may")
-            elif len(self.errors) < MAX_STDERR_BYTES:
-                self.errors += part[: MAX_STDERR_BYTES - len(self.errors)]
-
-    def drain(self) -> None:
-        """Read whatever is left (another process may hold a copy of a write end)."""
-        for fd in list(self.open):
-            self.read(fd)
-
-    def close(self) -> None:
-        for fd in self._fds:
-            os.close(fd)
-
-
-def _wait(
-    child: _Forked | Channel, pipes: _Pipes, deadline: float, tick: Callable[[], None] | None
-) -> int:
-    """Read the child's pipes until it exits; return its wait status.
-
-    The child's own descriptor (a pidfd, or the helper's channel) says when it exits, even if a
-    process it shares descriptors with (a concurrent slice's child) keeps a pipe open. Without
-    one, the ends of both pipes do.
-
-    Raises:
-        _Expired: the deadline passed first (the caller kills the child).
-        TableUnreadable: the answer outgrew its bound.
-        StoreIOError: the helper stopped before the child's end was reported.
-    """
-    while True:
-        watched = pipes.open + ([child.fd] if child.fd is not None else [])
-        if not watched:
-            return child.status()
-        left = deadline - time.monotonic()
-        ready = _ready(watched, min(left, TICK_S) if tick is not None else left)
-        if not ready:
-            if tick is None or time.monotonic() >= deadline:
-                raise _Expired
-            tick()
-            continue
-        if child.fd is not None and child.fd in ready:
-            pipes.drain()
-            return child.status()
-        for fd in ready:
-            pipes.read(fd)
-
-
-def _ready(fds: list[int], seconds: float) -> list[int]:
-    """Which of `fds` are readable or closed within `seconds` (poll: no FD_SETSIZE ceiling)."""
-    if seconds <= 0:
-        return []
-    poller = select.poll()
-    for fd in fds:
-        poller.register(fd, select.POLLIN)
-    return [fd for fd, _ in poller.poll(math.ceil(seconds * 1000))]
-
-
-def _decode(pipes: _Pipes, status: int, stats: ReadStats, bounds: Bounds) -> Answer:
-    raw = memoryview(pipes.answer)
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or len(raw) < _LENGTH_BYTES:
-        _raise_death(status, bytes(pipes.errors), bounds)
-    try:
-        length = int.from_bytes(raw[-_LENGTH_BYTES:], "little")
-        if length > len(raw) - _LENGTH_BYTES:
-            raise ValueError("the envelope is longer than the answer")
-        envelope = msgspec.json.decode(raw[len(raw) - _LENGTH_BYTES - length : -_LENGTH_BYTES])
-        read_bytes, read_chunks = envelope["read"]
-        stats.bytes_read += int(read_bytes)
-        stats.chunks_verified += int(read_chunks)
-    except (msgspec.DecodeError, RecursionError, KeyError, TypeError, ValueError) as exc:
-        raise TableUnreadable("the table's reader answered nonsense") from exc
-    if "error" in envelope:
-        _raise(envelope["error"])
-    return Answer(envelope.get("ok"), raw[: len(raw) - _LENGTH_BYTES - length])
-
-
-def _raise_death(status: int, errors: bytes, bounds: Bounds) -> NoReturn:
-    """Why a child died without answering: out of memory, or a crash."""
-    killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL  # the OOM killer
-    if killed or any(hint in errors for hint in _MEMORY_HINTS):
-        limit = bounds.memory_bytes or 0
-        raise TableTooLarge(
-            f"decoding the table needs more than the {limit}-byte memory bound", limit=limit
-        )
-    raise TableUnreadable("the table is malformed (its reader crashed)")
-
-
-def _raise(error: dict[str, object]) -> NoReturn:
-    message, kind = str(error.get("message")), error.get("kind")
-    if kind == "integrity":
-        raise IntegrityError(message)
-    if kind == "missing":
-        raise ObjectMissing(message)
-    if kind == "io":
-        raise StoreIOError(message)
-    if kind == "too_large":
-        limit = error.get("limit")
-        raise TableTooLarge(message, limit=limit if isinstance(limit, int) else 0)
-    if kind == "unreadable_table":
-        raise TableUnreadable(message)
-    if kind == "invalid":
-        raise InvalidInput(message)
-    raise TableUnreadable(f"the table cannot be read: {message}")

@@ -34,6 +34,7 @@ from cards.errors import (
     TableUnreadable,
     UnknownColumn,
 )
+from cas.slicing._answer import MAX_ANSWER_BYTES, Answer, Bounds
 from cas.slicing._collect import (
     BYTE_BUDGET,
     ROW_LIMIT,
@@ -45,7 +46,7 @@ from cas.slicing._collect import (
 from cas.slicing._expr import Node, filter_columns, parse_filter
 from cas.slicing._expr_check import compile_predicate
 from cas.slicing._formats import open_table, settle_types, type_notes
-from cas.slicing._isolated import MAX_ANSWER_BYTES, Answer, Bounds, run_bounded
+from cas.slicing._isolated import run_bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import check_media_type
 from cas.slicing._reader import (

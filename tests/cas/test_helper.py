@@ -21,8 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from cards.errors import SliceTimeout, StoreIOError, TableTooLarge, TableUnreadable
+from cas.slicing._answer import Answer, Bounds
 from cas.slicing._helper import HELPER
-from cas.slicing._isolated import Answer, Bounds, run_bounded, start_helper, stop_helper
+from cas.slicing._isolated import run_bounded, start_helper, stop_helper
 from cas.slicing._reader import load_manifest, verified_object
 from cas.slicing._slice import SliceRequest, read_slice
 from cas.slicing._tables import PARQUET
@@ -126,7 +127,8 @@ def test_a_single_threaded_process_forks_its_own_child(tmp_path):
     probe = (
         "import os, sys\n"
         "from cas.slicing._helper import threads\n"
-        "from cas.slicing._isolated import Answer, Bounds, run_bounded\n"
+        "from cas.slicing._answer import Answer, Bounds\n"
+        "from cas.slicing._isolated import run_bounded\n"
         "from cas.slicing._reader import VerifiedReader\n"
         "from fsedge import ChunkManifest\n"
         "def parent():\n"

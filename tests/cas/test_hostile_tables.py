@@ -42,8 +42,9 @@ from cards.errors import (
     UnknownColumn,
 )
 from cas import Located
+from cas.slicing._answer import Answer, Bounds
 from cas.slicing._ipc_layout import IpcLayout
-from cas.slicing._isolated import Answer, Bounds, run_bounded
+from cas.slicing._isolated import run_bounded
 from cas.slicing._limits import SliceLimits
 from cas.slicing._pages import Incomplete, Malformed, parse_page_header
 from cas.slicing._reader import load_manifest, verified_object

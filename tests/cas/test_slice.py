@@ -39,9 +39,10 @@ from cards.errors import (
 )
 from cas import Located
 from cas._sniff import MediaTypeMismatch
+from cas.slicing._answer import Answer, Bounds
 from cas.slicing._expr import parse_filter
 from cas.slicing._expr_check import compile_filter
-from cas.slicing._isolated import Answer, Bounds, run_bounded
+from cas.slicing._isolated import run_bounded
 from cas.slicing._reader import load_manifest, verified_object
 from cas.slicing._slice import (
     BYTE_BUDGET,

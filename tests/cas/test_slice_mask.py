@@ -22,11 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cards.errors import TableUnreadable
+from cas.slicing._answer import Answer, Bounds
 from cas.slicing._collect import IpcSink, collect, read_stream
 from cas.slicing._expr import filter_columns, parse_filter
 from cas.slicing._expr_check import compile_filter, compile_predicate
 from cas.slicing._formats import open_table
-from cas.slicing._isolated import Answer, Bounds, run_bounded
+from cas.slicing._isolated import run_bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS
 from cas.slicing._mask import Predicate
 from cas.slicing._media import ARROW_FILE, PARQUET
