@@ -85,7 +85,11 @@ def write_source(path: str, size: int) -> dict[str, Scalar]:
     with pq.ParquetWriter(path, probe.schema, **options) as writer:
         for group in range(ROW_GROUPS):
             writer.write_table(_row_group(group * group_rows, group_rows))
-    return {"rows": group_rows * ROW_GROUPS, "bytes": os.path.getsize(path)}
+    return {
+        "rows": group_rows * ROW_GROUPS,
+        "group_rows": group_rows,
+        "bytes": os.path.getsize(path),
+    }
 
 
 def record_source(artifact_root: str, rlm_root: str, size: int) -> dict[str, Scalar]:

@@ -10,7 +10,8 @@ alternates, and prints medians, their spread (min–max) and the ratio of the me
 - `artmem resolve`: first (its verification record deleted) and repeat, vs `file_digest`
 - `artmem search` over 2,000 cards, `artmem status` and `artmem --help` vs `python -c pass`
 - `artmem slice` of 2 columns and 1% of rows of a Parquet file to CSV vs DuckDB and polars
-  (the `bench` extra; a missing module is skipped with a line saying so)
+  (the `bench` extra; a missing module is skipped with a line saying so), and a selective
+  slice (2 columns of a 0.4% key range inside one row group) vs DuckDB
 - record vs `dvc add` of the same fresh file, only where `dvc` is installed
 
 Before the measured pairs each command runs once untimed (caches, a persisted catalog), except
@@ -312,15 +313,14 @@ def startup_rows(bench: Bench, plan: Plan, cards: int) -> list[Row]:
 
 
 def slice_rows(bench: Bench, plan: Plan) -> list[Row | str]:
-    """2 columns and 1% of rows of a Parquet file, to CSV, vs DuckDB and polars."""
+    """2 columns of a Parquet file, to CSV, vs DuckDB and polars: 1% of its rows, and a
+    selective slice (a narrow key range, 0.4% of the rows, inside one row group) vs DuckDB."""
     parquet = os.path.join(bench.exports, WIDE)
     written = run_child("bench_slice", "write_source", path=parquet, size=bench.size)
-    rows = int(written.number("rows"))
+    rows, group_rows = int(written.number("rows")), int(written.number("group_rows"))
     experiment = str(bench.json(*bench.record_args(WIDE, 0))["experiment_id"])
     obj = str(bench.json("resolve", experiment)["path"])
     read_through(obj)
-    low = rows // 2 + 12_345
-    high = low + rows // 100
     counts: dict[str, int] = {}
 
     def command(name: str, argv_of: Callable[[str], list[str]]) -> Run:
@@ -334,9 +334,13 @@ def slice_rows(bench: Bench, plan: Plan) -> list[Row | str]:
 
         return run
 
-    where = f"k >= {low} and k < {high}"
-    slice_argv = ["slice", experiment, "--columns", "k,a", "--where", where, "--json", "--out"]
-    ours = command("artmem", lambda out: bench.argv(*slice_argv, out))
+    def ours(name: str, low: int, high: int) -> Run:
+        where = f"k >= {low} and k < {high}"
+        argv = ["slice", experiment, "--columns", "k,a", "--where", where, "--json", "--out"]
+        return command(name, lambda out: bench.argv(*argv, out))
+
+    low = rows // 2 + 12_345
+    high = low + rows // 100
     results: list[Row | str] = []
     for label, module, code, target in (
         ("DuckDB", "duckdb", DUCKDB, 1.3),
@@ -347,12 +351,36 @@ def slice_rows(bench: Bench, plan: Plan) -> list[Row | str]:
             continue
         theirs = command(module, _query(code, obj, low, high))
         name = f"artmem slice 2 cols, 1% rows, to CSV ({label})"
-        pair = paired(plan, ours, theirs)
+        pair = paired(plan, ours("artmem", low, high), theirs)
         check = None if target is None else ratio_at_most(target)
         results.append(row(name, pair, label, "" if target is None else f"≤ {target}×", check))
-    if len(set(counts.values())) > 1:
-        raise RuntimeError(f"the slices disagree on their rows: {counts}")
+    results.append(selective_row(plan, group_rows, ours, command, obj))
+    for narrow in (False, True):
+        if len({n for name, n in counts.items() if name.endswith("-narrow") == narrow}) > 1:
+            raise RuntimeError(f"the slices disagree on their rows: {counts}")
     return results
+
+
+def selective_row(
+    plan: Plan,
+    group_rows: int,
+    ours: Callable[[str, int, int], Run],
+    command: Callable[[str, Callable[[str], list[str]]], Run],
+    obj: str,
+) -> Row | str:
+    """A person's selective slice: 2 columns of a 0.4% key range inside one row group.
+
+    Start-up bound: what it measures is the whole process (imports, the bounded child, the
+    verified reads of one row group's two column chunks), against DuckDB from Python.
+    """
+    if importlib.util.find_spec("duckdb") is None:
+        return f"skipped: the selective slice (no module 'duckdb'; {BENCH_EXTRA})"
+    low = 3 * group_rows + group_rows // 3  # inside the fourth of the 8 row groups
+    high = low + group_rows // 32  # 0.4% of the rows
+    theirs = command("duckdb-narrow", _query(DUCKDB, obj, low, high))
+    name = f"artmem slice 2 cols, {high - low} rows in 1 row group, to CSV (DuckDB)"
+    pair = paired(plan, ours("artmem-narrow", low, high), theirs)
+    return row(name, pair, "DuckDB", "≤ 1.5×", ratio_at_most(1.5))
 
 
 def _query(code: str, path: str, low: int, high: int) -> Callable[[str], list[str]]:

@@ -17,7 +17,6 @@ Rooms (each a private module; this file is the public API):
   operator's check and repair;
 - `_lifecycle`: the operator's edit and removal of cards (`_retirement` reads what was removed),
   `_gc`: garbage collection (a bucket's in `_bucket/_gc`);
-- `_fs`: the filesystem edge (descriptor-relative opens, staged files, atomic writes);
 - `slicing/`: bounded, verified reads of recorded tables (its own public API).
 
 Names load lazily (PEP 562), so a kernel importing `cas.slicing` never loads the write path.
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
     from cas._bucket._migrate import migrate
     from cas._catalog import Catalog, SearchHit
     from cas._catalog_local import CatalogCheck, LocalCatalog
-    from cas._fs import atomic_write, make_dirs, make_root, open_dir, read_small, write_new
     from cas._fsck import FsckReport, fsck
     from cas._gc import GcReport, Retention, collect_garbage
     from cas._lifecycle import (
@@ -48,7 +46,7 @@ if TYPE_CHECKING:
     from cas._local_store import ProjectStore
     from cas._results import Located, Provenance, Recorded, Resolved
     from cas._retirement import retired_among
-    from cas._store import Store, utc_now
+    from cas._store import Store
     from cas._verify import IntegrityMode, VerificationCache
 
 _EXPORTS = {
@@ -56,12 +54,6 @@ _EXPORTS = {
     "SearchHit": "cas._catalog",
     "CatalogCheck": "cas._catalog_local",
     "LocalCatalog": "cas._catalog_local",
-    "atomic_write": "cas._fs",
-    "make_dirs": "cas._fs",
-    "make_root": "cas._fs",
-    "open_dir": "cas._fs",
-    "read_small": "cas._fs",
-    "write_new": "cas._fs",
     "BucketSettings": "cas._bucket",
     "BucketStore": "cas._bucket",
     "migrate": "cas._bucket._migrate",
@@ -83,7 +75,6 @@ _EXPORTS = {
     "Recorded": "cas._results",
     "Resolved": "cas._results",
     "ProjectStore": "cas._local_store",
-    "utc_now": "cas._store",
     "IntegrityMode": "cas._verify",
     "VerificationCache": "cas._verify",
 }
@@ -108,21 +99,14 @@ __all__ = [
     "SearchHit",
     "Store",
     "VerificationCache",
-    "atomic_write",
     "card_revision",
     "collect_bucket_garbage",
     "collect_garbage",
     "edit_card",
     "fsck",
-    "make_dirs",
-    "make_root",
     "migrate",
-    "open_dir",
-    "read_small",
     "remove_experiments",
     "retired_among",
-    "utc_now",
-    "write_new",
 ]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -43,9 +43,9 @@ import zlib
 
 import msgspec
 
+import fsedge as _fs
 from cards import parse_experiment_id
 from cards.errors import ArtifactError, StoreIOError
-from cas import _fs
 from cas._layout import CARD_SUFFIX, CARDS_LOG, LOCK
 
 _MAGIC = b"artmem-cards-log 1 "

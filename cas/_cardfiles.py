@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+import fsedge as _fs
 from cards import ExperimentId, parse_experiment_id
 from cards.errors import (
     ArtifactError,
@@ -26,7 +27,7 @@ from cards.errors import (
     SourceMissing,
     StoreIOError,
 )
-from cas import _card_log, _fs
+from cas import _card_log
 from cas._layout import CARD_SUFFIX, ProjectLayout
 
 if TYPE_CHECKING:  # the card models load with the first card parsed, not with the store

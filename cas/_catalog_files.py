@@ -29,8 +29,8 @@ from typing import TypeVar
 import msgspec
 import xxhash
 
+import fsedge as _fs
 from cards.errors import ArtifactError, StoreIOError
-from cas import _fs
 from cas._card_log import LogMark
 from cas._catalog_table import Table
 

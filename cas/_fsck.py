@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import fsedge as _fs
 from cards import ArtifactId, artifact_id_for_digest
 from cards.errors import ObjectMissing, PathEscape, SourceMissing
-from cas import _fs
 from cas._cardfiles import CardProblem, CardScan
 from cas._progress import Progress
 from cas._project import Project, open_project

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+import fsedge as _fs
 from cards import ArtifactId
 from cards.errors import InvalidInput, PathEscape, SourceMissing, StoreIOError
-from cas import _fs
 from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX
 from cas._progress import Progress
 

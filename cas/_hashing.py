@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterator
 import msgspec
 import xxhash
 
+import fsedge as _fs
 from cards.errors import ArtifactTooLarge, StoreIOError
-from cas import _fs
-from cas._chunks import CHUNK_BYTES, ChunkManifest
 from cas._progress import Progress
+from fsedge import CHUNK_BYTES, ChunkManifest
 
 # What `copy_file_range` fails with where the kernel cannot copy between two files.
 _NO_KERNEL_COPY = frozenset(

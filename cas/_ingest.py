@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 import msgspec
 
+import fsedge as _fs
 from cards import SessionId
 from cards.errors import (
     ForeignOwner,
@@ -26,7 +27,6 @@ from cards.errors import (
     SourceChanged,
     SourceMissing,
 )
-from cas import _fs
 
 MAX_SOURCE_PATH_CHARS = 4096
 # How long a source's metadata must have been still, when it changed after its last write

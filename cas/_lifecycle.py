@@ -35,7 +35,8 @@ from cards.errors import CardInvalid, EditConflict, InvalidInput
 from cas._backend import Backend
 from cas._layout import CARD_SUFFIX, CARDS
 from cas._retirement import RETIRED, room_backend
-from cas._store import Room, Store, recorded, retried, utc_now
+from cas._store import Room, Store, recorded, retried
+from fsedge import utc_now
 
 if TYPE_CHECKING:
     from cards import ExperimentCardV1, ExperimentId, Limits

@@ -17,8 +17,8 @@ import os
 import stat
 from collections.abc import Iterator
 
+import fsedge as _fs
 from cards.errors import IntegrityError, ObjectMissing, PathEscape, SourceMissing, StoreIOError
-from cas import _fs
 from cas._backend import Entry, Read
 from cas._backend import check_key as _parts
 from cas._layout import TMP

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the card models load with the first card read or written
     from cards import ExperimentCardV1
     from cas._fsck import FsckReport
     from cas._results import Recorded
-    from cas.slicing._reader import RemoteBytes
+    from cas.slicing import RemoteBytes
 
 
 # A cards directory changed less than this long ago has no trustworthy version yet (it exceeds

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import msgspec
 
+import fsedge as _fs
 from cards import ArtifactId, parse_artifact_id
 from cards.errors import InvalidId, ObjectMissing, PathEscape, SourceMissing, StoreIOError
-from cas import _fs
 from cas._hashing import Digests, hash_fd
 from cas._layout import CHUNKS_SUFFIX, OBJECTS, VERIFIED_SUFFIX, ProjectLayout
 from cas._progress import Progress

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+import fsedge as _fs
 from cards.errors import SourceMissing, StoreIOError
-from cas import _fs
 from cas._cardfiles import CardFiles
 from cas._layout import LOCK, ProjectLayout
 from cas._objects import ObjectStore

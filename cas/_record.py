@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+import fsedge as _fs
 from cards import (
     ArtifactId,
     CardMetadata,
@@ -42,7 +43,6 @@ from cards import (
 )
 from cards.errors import StoreIOError
 from cards.policy import check_byte_quota, check_card_quota
-from cas import _fs
 from cas._hashing import Digests, copy_and_hash, hash_export
 from cas._progress import Progress
 from cas._project import Project
@@ -52,7 +52,7 @@ from cas._verify import Clock, Verifier
 if TYPE_CHECKING:
     from cards import ExperimentCardV1
     from cas._store import Recording
-    from cas.slicing._footer import Measured
+    from cas.slicing import Measured
 
 PROBE_MIN_BYTES = 4 << 20  # below this, copying costs little more than hashing first
 
@@ -118,13 +118,13 @@ class Recorder(msgspec.Struct, frozen=True):
     ) -> tuple[CardMetadata, Measured]:
         """The media type from the bytes at `fd`, and their table facts (before the lock)."""
         from cas._sniff import detect
-        from cas.slicing import _footer
+        from cas.slicing import measure
 
         metadata = detect(fd, digests.size, name, metadata)
         # Read outside the lock (it may take seconds); the card seen here only spares a
         # needless read: `_commit` decides on the card under the lock.
         seen = project.cards.find(self.experiment_id(digests, metadata))
-        return metadata, _footer.measure(fd, digests.manifest(), metadata, seen)
+        return metadata, measure(fd, digests.manifest(), metadata, seen)
 
     def experiment_id(self, digests: Digests, metadata: CardMetadata) -> ExperimentId:
         """The experiment these bytes and this metadata name."""

@@ -19,7 +19,7 @@ from cards import (
 )
 from cards.errors import InvalidInput, StoreIOError
 from cas._hashing import Digests
-from cas.slicing._reader import RemoteBytes, SliceSource, load_manifest
+from cas.slicing import RemoteBytes, SliceSource, load_manifest
 
 if TYPE_CHECKING:  # the card models load only where a card is built or read
     from collections.abc import Callable

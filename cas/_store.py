@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict, TypeVar
 
 from cards import parse_artifact_id, parse_experiment_id
 from cards.errors import ArtifactTooLarge, ExperimentNotFound, StoreIOError
+from fsedge import utc_now
 
 if TYPE_CHECKING:  # the card models and the rooms load with the first store
     from cards import (
@@ -40,16 +41,11 @@ if TYPE_CHECKING:  # the card models and the rooms load with the first store
     from cas._progress import Progress
     from cas._results import Located, Provenance, Recorded, Resolved, Usage
     from cas._verify import Clock, IntegrityMode, VerificationCache
-    from cas.slicing._reader import RemoteBytes
+    from cas.slicing import RemoteBytes
 
 MAX_ATTEMPTS = 8  # conditional card writes lost in a row before a retryable error
 
 T = TypeVar("T")
-
-
-def utc_now() -> datetime:
-    """The current time, timezone-aware, in UTC."""
-    return datetime.now(UTC)
 
 
 class CardRoom(Protocol):

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import msgspec
 
+import fsedge as _fs
 from cards.errors import PathEscape, SourceMissing, StoreIOError
-from cas import _fs
 from cas._layout import OBJECTS, USAGE
 
 VERSION = 1

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from cards.errors import ArtifactError
-from cas import LocalCatalog, read_small
+from cas import LocalCatalog
+from fsedge import read_small
 from harness_plugin import _views
 from harness_plugin._progress import table_lines
 from harness_plugin.config import Config

@@ -24,7 +24,8 @@ from cards import (
     OutboxError,
 )
 from cards.remote import ProjectionSkipped, RemoteCard, project_card
-from cas import Store, utc_now
+from cas import Store
+from fsedge import utc_now
 from indexer._admission import CardAdmission
 from indexer._entry import (
     ENTRY_SCHEMA_VERSION,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cards import ArtifactError, ConfigError, OutboxError, excerpt
-from cas import atomic_write, read_small
+from fsedge import atomic_write, read_small
 from indexer._entry import OutboxEntry, decode_entry, encode_entry, parse_delivery_id
 from indexer._outbox_dirs import (
     DEAD_LETTER,

@@ -12,7 +12,7 @@ import stat
 from collections.abc import Sequence
 
 from cards import ArtifactError, OutboxError
-from cas import make_dirs, make_root, open_dir
+from fsedge import make_dirs, make_root, open_dir
 
 OUTBOX = "outbox"
 PENDING = "pending"

@@ -24,7 +24,7 @@ from typing import Protocol
 import orjson
 
 from cards import ArtifactError, NotOwner, RemoteError, RemoteRejected, canonical_json
-from cas import atomic_write, read_small, utc_now
+from fsedge import atomic_write, read_small, utc_now
 from indexer._entry import OutboundMessage, OutboxEntry, SessionTarget
 from indexer._outbox import Outbox
 from indexer._outbox_dirs import OUTBOX, TMP, open_outbox_dirs

@@ -18,7 +18,7 @@ from conftest import PROJECT, SESSION, Workspace, make_metadata
 
 from cards.errors import IntegrityError, ObjectMissing
 from cas import Provenance
-from cas._chunks import CHUNK_BYTES
+from fsedge import CHUNK_BYTES
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

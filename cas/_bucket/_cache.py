@@ -17,17 +17,17 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
+import fsedge as _fs
 from cards import ArtifactId, ExperimentCardV1
 from cards.errors import IntegrityError, ObjectMissing, StoreIOError
-from cas import _fs
 from cas._bucket._client import BucketClient, Conflict
 from cas._bucket._hasher import ChunkHasher
-from cas._chunks import CHUNK_BYTES
 from cas._hashing import Digests
 from cas._layout import ProjectLayout
 from cas._progress import Progress
 from cas._project import Project, open_project
 from cas._verify import Verifier
+from fsedge import CHUNK_BYTES
 
 CACHE_DIR = "bucket-cache"
 

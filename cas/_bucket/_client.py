@@ -192,6 +192,10 @@ class BucketClient:
         for event in _BODY_CHECKED:
             self._s3.meta.events.register(event, _check_body)
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled for a slice's reading helper: a client of the same bucket, made there."""
+        return (_client_again, (self._settings, self.quoted_etags))
+
     def forked(self) -> BucketClient:
         """A client of the same bucket with connections of its own, for a forked child.
 
@@ -402,3 +406,9 @@ class BucketClient:
             self._s3.copy_object(
                 Bucket=self.bucket, Key=dest, CopySource={"Bucket": self.bucket, "Key": source}
             )
+
+
+def _client_again(settings: BucketSettings, quoted_etags: bool) -> BucketClient:
+    client = BucketClient(settings)
+    client.quoted_etags = quoted_etags
+    return client

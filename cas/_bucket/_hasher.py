@@ -17,11 +17,11 @@ import hashlib
 import msgspec
 import xxhash
 
+import fsedge as _fs
 from cards.errors import StoreIOError
-from cas import _fs
-from cas._chunks import CHUNK_BYTES
 from cas._hashing import Digests, Sha256Thread, filled_chunks
 from cas._progress import Progress
+from fsedge import CHUNK_BYTES
 
 
 class ChunkHasher(msgspec.Struct):

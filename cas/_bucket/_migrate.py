@@ -23,6 +23,7 @@ import os
 
 import msgspec
 
+import fsedge as _fs
 from cards import ExperimentCardV1
 from cards.errors import (
     ArtifactError,
@@ -32,15 +33,14 @@ from cards.errors import (
     SourceChanged,
     StoreIOError,
 )
-from cas import _fs
 from cas._bucket._cards import BucketCards
 from cas._bucket._store import BucketStore
-from cas._chunks import parse_manifest
 from cas._hashing import Digests
 from cas._local_store import ProjectStore
 from cas._objects import MAX_MANIFEST_BYTES
 from cas._progress import Progress
 from cas._verify import IntegrityMode
+from fsedge import parse_manifest
 
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -30,8 +30,8 @@ from datetime import UTC, datetime
 
 import msgspec
 
+import fsedge as _fs
 from cards.errors import BackendUnsupported
-from cas import _fs
 from cas._bucket._client import BucketClient, Conflict, DigestRefused, Unsupported
 
 QUOTED = "quoted"

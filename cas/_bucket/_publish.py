@@ -54,18 +54,18 @@ from types import EllipsisType
 import msgspec
 import xxhash
 
+import fsedge as _fs
 from cards import ArtifactId
 from cards.errors import IntegrityError, SourceChanged, StoreIOError
-from cas import _fs
 from cas._bucket._cache import download
 from cas._bucket._client import BucketClient, ChecksumMismatch, Conflict, Head, Unsupported
 from cas._bucket._hasher import PartDigests
 from cas._bucket._keys import BucketKeys
 from cas._bucket._probe import Capabilities
-from cas._chunks import CHUNK_BYTES
 from cas._hashing import Digests
 from cas._objects import MAX_MANIFEST_BYTES
 from cas._progress import Progress
+from fsedge import CHUNK_BYTES
 
 CLAIM_WAIT_S = 120.0  # how long a record waits for another host's completion before giving up
 CLAIM_STALE_S = 600  # a claim this old belongs to a host that died while completing

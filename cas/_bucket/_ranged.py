@@ -22,7 +22,7 @@ from cards import ExperimentCardV1
 from cards.errors import IntegrityError, ObjectMissing
 from cas._bucket._client import BucketClient, Conflict, Head
 from cas._bucket._keys import BucketKeys
-from cas._chunks import chunk_count
+from fsedge import chunk_count
 
 
 def pinned(client: BucketClient, keys: BucketKeys, card: ExperimentCardV1) -> BucketRanges:
@@ -96,6 +96,10 @@ class RangeReads:
 
     def close(self) -> None:
         """Nothing to release: a forked child's connections end with it."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled for a slice's reading helper: its client connects anew there."""
+        return (RangeReads, (self._client, self._head))
 
     def _here(self) -> BucketClient:
         if os.getpid() != self._owner:

@@ -66,7 +66,7 @@ from cas._verify import IntegrityMode
 if TYPE_CHECKING:
     from cards import CardMetadata
     from cas._fsck import FsckReport
-    from cas.slicing._reader import RemoteBytes
+    from cas.slicing import RemoteBytes
 
 
 class BucketRoom:
@@ -204,7 +204,7 @@ class BucketStore(Store):
         progress: Progress | None = None,
     ) -> Recorded:
         from cas._sniff import detect
-        from cas.slicing import _footer
+        from cas.slicing import measure
 
         artifact_id = artifact_id_for_digest(digests.sha256)
         metadata = detect(source_fd, digests.size, name, metadata)
@@ -215,7 +215,7 @@ class BucketStore(Store):
         cards = self.cards
         seen, _ = cards.find_versioned(exp_id)
         # Read through the first pass's chunk digests: a changed source gives no facts.
-        measured = _footer.measure(source_fd, digests.manifest(), metadata, seen)
+        measured = measure(source_fd, digests.manifest(), metadata, seen)
         if seen is None:
             check_card_quota(cards.count(), self.limits)
         publisher = self.publisher()

@@ -11,17 +11,22 @@ batch, within the operator's export bounds (`ExportLimits`) instead of the in-me
     export_slice(source, SliceRequest(where="a > 1"), "/tmp/rows.parquet", "parquet")
 
 Rooms: `_expr` (the filter language, pure) and `_expr_check` (typing it against a schema),
-`_reader` (chunk-verified file reads), `_media` (the formats read, by name), `_formats`
-(opening a table of any of them), `_tables` (bounded Parquet and Arrow readers), `_text_tables`
-(CSV, TSV and JSON Lines in bounded blocks), `_pages` and `_ipc_layout` (declared decoded sizes,
-checked before pyarrow decompresses), `_isolated` (all table parsing and decoding in a child
-within memory and time bounds), `_collect` (the kept rows, streamed back from the child),
-`_table_info`, `_footer` (a recorded table's columns and shape, for its card), `_limits`,
-`_slice`; `_export` (a slice streamed into a staged file) and `_encoders` (Parquet, CSV and
-JSON Lines writers, run in the child).
+`_reader` (chunk-verified file reads), `_media` (the formats read, by name), `_formats` (opening
+a table of any of them), `_tables` (bounded Parquet and Arrow readers), `_text_tables` (CSV, TSV
+and JSON Lines in bounded blocks), `_pages` and `_ipc_layout` (declared decoded sizes, checked
+before pyarrow decompresses), `_isolated` (all table parsing and decoding in a child within
+memory and time bounds; `_answer` reads its answer back into values or typed errors), `_helper`
+(the pre-started process that forks those children for a process with threads; a worker starts
+it before its threads, `start_helper`), `_threads` (what keeps a reading process
+single-threaded), `_collect` (the kept rows, streamed back from the child), `_table_info`,
+`_footer` (a recorded table's columns and shape, for its card), `_limits`, `_slice`; `_export`
+(a slice streamed into a staged file) and `_encoders` (Parquet, CSV and JSON Lines writers, run
+in the child).
 
-Names load lazily (PEP 562): configuration and the store use `SliceLimits` and `SliceSource`
-without loading pyarrow.
+The store takes only this API (`SliceSource`, `RemoteBytes`, `load_manifest` for its located
+results; `measure` and `Measured` for a recorded table's card facts), and slicing imports nothing
+of the store: both stand on `fsedge`. Names load lazily (PEP 562): configuration and the store
+use `SliceLimits` and `SliceSource` without loading pyarrow.
 """
 
 from __future__ import annotations
@@ -33,30 +38,44 @@ from cards.lazy import lazy_exports as _lazy_exports
 if TYPE_CHECKING:
     from cas.slicing._encoders import refused_columns
     from cas.slicing._export import ExportResult, export_slice
+    from cas.slicing._footer import Measured, measure
+    from cas.slicing._isolated import start_helper, stop_helper
     from cas.slicing._limits import DEFAULT_SLICE_LIMITS, ExportLimits, SliceLimits
-    from cas.slicing._reader import SliceSource
+    from cas.slicing._reader import RemoteBytes, SliceSource, load_manifest
     from cas.slicing._slice import SliceRequest, SliceResult, describe, read_slice
     from cas.slicing._table_info import TableInfo
+    from cas.slicing._threads import ONE_THREAD_ENV, import_readers
 
 _EXPORTS = {
     "refused_columns": "cas.slicing._encoders",
     "ExportResult": "cas.slicing._export",
     "export_slice": "cas.slicing._export",
+    "Measured": "cas.slicing._footer",
+    "measure": "cas.slicing._footer",
+    "start_helper": "cas.slicing._isolated",
+    "stop_helper": "cas.slicing._isolated",
     "DEFAULT_SLICE_LIMITS": "cas.slicing._limits",
     "ExportLimits": "cas.slicing._limits",
     "SliceLimits": "cas.slicing._limits",
+    "RemoteBytes": "cas.slicing._reader",
     "SliceSource": "cas.slicing._reader",
+    "load_manifest": "cas.slicing._reader",
     "SliceRequest": "cas.slicing._slice",
     "SliceResult": "cas.slicing._slice",
     "describe": "cas.slicing._slice",
     "read_slice": "cas.slicing._slice",
     "TableInfo": "cas.slicing._table_info",
+    "ONE_THREAD_ENV": "cas.slicing._threads",
+    "import_readers": "cas.slicing._threads",
 }
 
 __all__ = [
     "DEFAULT_SLICE_LIMITS",
     "ExportLimits",
     "ExportResult",
+    "ONE_THREAD_ENV",
+    "Measured",
+    "RemoteBytes",
     "SliceLimits",
     "SliceRequest",
     "SliceResult",
@@ -64,8 +83,13 @@ __all__ = [
     "TableInfo",
     "describe",
     "export_slice",
+    "import_readers",
+    "load_manifest",
+    "measure",
     "read_slice",
     "refused_columns",
+    "start_helper",
+    "stop_helper",
 ]
 
 __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -21,9 +21,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+import fsedge as _fs
 from cards import excerpt
 from cards.errors import InvalidInput, StoreIOError
-from cas import _fs
 from cas.slicing._collect import BatchSink
 from cas.slicing._limits import TableBounds
 

@@ -26,13 +26,14 @@ from collections.abc import Callable, Iterator, Sequence
 
 import msgspec
 
+import fsedge as _fs
 from cards.errors import InvalidInput, StoreIOError, TableUnreadable
-from cas import _fs
+from cas.slicing._answer import Answer, Bounds
 from cas.slicing._collect import BYTE_BUDGET, ROW_LIMIT, collect, output_schema, read_schema
 from cas.slicing._encoders import EXPORT_FORMATS, FileOutput, open_sink
 from cas.slicing._expr import Node, parse_filter
 from cas.slicing._formats import open_table, settle_types, type_notes
-from cas.slicing._isolated import Answer, Bounds, bounded
+from cas.slicing._isolated import run_bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import check_media_type
 from cas.slicing._reader import (
@@ -50,6 +51,7 @@ from cas.slicing._slice import (
     table_errors,
 )
 from cas.slicing._tables import prepare_child
+from cas.slicing._threads import Passed
 
 UNBOUNDED_ROWS = 2**63 - 1
 
@@ -133,15 +135,15 @@ def export_slice(
         answer_bytes=4 * limits.max_footer_bytes,  # a schema, when the request does not fit it
     )
     with (
-        _fs.staged_beside(path, outside=outside) as output,
+        _fs.staged_beside(path, outside=outside, mode=_fs.SHARED_FILE_MODE) as output,
         verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader,
     ):
         work = functools.partial(
             _export_in_child, reader, media_type, limits, request, node, limit, max_bytes,
-            fmt, output.stage.fd,
+            fmt, Passed(output.stage.fd),
         )  # fmt: skip
         tick = None if watch is None else functools.partial(_report_size, output.stage.fd, watch)
-        answer = bounded(work, reader, bounds, tick=tick)
+        answer = run_bounded(work, reader, bounds, tick=tick)
         result = _result(answer, reader.stats, request, node, limit, path, fmt)
         try:
             written = os.fstat(output.stage.fd).st_size

@@ -24,12 +24,12 @@ import msgspec
 from cards import CardMetadata, ExperimentCardV1, Limits
 from cards.card import Column
 from cards.errors import ArtifactError, TableUnreadable
-from cas._chunks import parse_manifest
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import ARROW_FILE, PARQUET, SUPPORTED_MEDIA_TYPES
+from fsedge import parse_manifest
 
 if TYPE_CHECKING:  # loaded by the first table read: a record of other bytes never needs them
-    from cas.slicing._isolated import Answer
+    from cas.slicing._answer import Answer
     from cas.slicing._reader import VerifiedReader
 
 # A record waits for this; a slice or `show` may take the operator's full budget.
@@ -166,7 +166,8 @@ def read_facts(
         IntegrityError: the staged bytes differ from `manifest`.
         StoreIOError: the bytes could not be read, or the reader could not be started.
     """
-    from cas.slicing._isolated import Bounds, bounded
+    from cas.slicing._answer import Bounds
+    from cas.slicing._isolated import run_bounded
     from cas.slicing._reader import VerifiedReader
 
     reader = VerifiedReader(
@@ -175,18 +176,20 @@ def read_facts(
     try:
         work = functools.partial(_facts_in_child, reader, media_type, limits)
         bounds = Bounds(limits.max_seconds, limits.max_memory_bytes, _ANSWER_BYTES)
-        answer = bounded(work, reader, bounds, prepare=_load_readers)
+        answer = run_bounded(work, reader, bounds, prepare=_load_readers)
     finally:
         reader.close()
     return _facts_from_answer(answer.value)
 
 
 def _load_readers() -> None:
-    import cas.slicing._slice  # noqa: F401  (pyarrow, before the child's memory bound)
+    from cas.slicing._threads import import_readers  # pyarrow, before the child's memory bound
+
+    import_readers()
 
 
 def _facts_in_child(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
-    from cas.slicing._isolated import Answer
+    from cas.slicing._answer import Answer
     from cas.slicing._slice import describe_work
 
     info = describe_work(reader, media_type, limits).value

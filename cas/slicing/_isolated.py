@@ -1,4 +1,4 @@
-"""Run table work in a forked child with hard bounds, so no table can take the caller down.
+"""Run table work in a child process with hard bounds, so no table can take the caller down.
 
 Everything that parses or decodes a recorded table runs here, for three reasons:
 
@@ -18,13 +18,19 @@ Everything that parses or decodes a recorded table runs here, for three reasons:
   buffered JSON lost. A child never finalizes (it leaves with `os._exit`), and the caller
   never runs a pyarrow reader over a Python file.
 
-The child inherits the parsed request and the open reader (an export's child, the staged
-output file too, which it writes: `_export`; a reader of a remote object fetches the chunks it
-needs itself, over connections of its own: `RemoteBytes`), and answers through a pipe: an
-optional binary payload, then a JSON envelope, then the envelope's length as 8 bytes. What it
-read is added to the caller's `reader.stats`. It dies with the caller (Linux:
-`PR_SET_PDEATHSIG`), and at its alarm in any case. A fork of a process with pyarrow loaded
-costs a few milliseconds; the caller's memory is shared copy-on-write, not copied.
+Where the child comes from: a process that runs one thread (a CLI command; its environment
+keeps pyarrow's and BLAS's native threads from starting, `ONE_THREAD_ENV`) forks it and the
+child inherits the parsed request and the open reader. A process with threads never forks (a
+lock another thread held would stay locked in the child): it hands the work, pickled, with its
+descriptors, to a pre-started helper process that forks the same child (`_helper`); a worker
+starts the helper before it starts threads (`start_helper`), and sends every read there.
+
+Either way the child answers through a pipe: an optional binary payload, then a JSON envelope,
+then the envelope's length as 8 bytes (`_answer` reads it back). What it read is added to the
+caller's `reader.stats`. It dies with its parent (Linux: `PR_SET_PDEATHSIG`; a helper ends with
+its caller), and at its alarm in any case. A reader of a remote object fetches the chunks it
+needs itself, over connections of its own (`RemoteBytes`); an export's child writes the staged
+output file.
 """
 
 from __future__ import annotations
@@ -36,37 +42,42 @@ import fcntl
 import math
 import os
 import resource
-import select
 import signal
+import sys
+import threading
 import time
-import warnings
-from collections.abc import Callable, Iterator
-from typing import NoReturn, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn, cast
 
 import msgspec
 
+import fsedge as _fs
 from cards.errors import (
-    IntegrityError,
-    InvalidInput,
-    ObjectMissing,
     SliceTimeout,
     StoreIOError,
-    TableTooLarge,
-    TableUnreadable,
 )
-from cas import _fs
+from cas.slicing._answer import (
+    LENGTH_BYTES,
+    READ_BYTES,
+    Answer,
+    Bounds,
+    Expired,
+    Pipes,
+    decode,
+    error_fields,
+    wait,
+)
+from cas.slicing._threads import threads
+
+if TYPE_CHECKING:
+    import pickle
+
+    from cas.slicing._helper import Channel
 from cas.slicing._reader import ReadStats, VerifiedReader
 
-TIMEOUT_SECONDS = 60.0
-MAX_ANSWER_BYTES = 64 << 20
-MAX_STDERR_BYTES = 1 << 14
-TICK_S = 0.5  # how often `bounded` calls its `tick` while the child works
-_READ_BYTES = 1 << 20
-_LENGTH_BYTES = 8
-# What a child that ran out of memory leaves on its stderr: pyarrow's `std::bad_alloc` abort,
-# or Python's own fatal MemoryError.
-_MEMORY_HINTS = (b"bad_alloc", b"MemoryError", b"Cannot allocate memory", b"out of memory")
 _PR_SET_PDEATHSIG = 1
+_HELPER_STARTED = False  # `start_helper` was called: every read goes to the helper
+_READER_THREADS = 2  # a child's pyarrow runs one CPU and one I/O thread (`prepare_child`)
 
 
 def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
@@ -83,22 +94,7 @@ def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
 _prctl = _load_prctl()
 
 
-class Bounds(msgspec.Struct, frozen=True):
-    """What a child may spend: seconds, added address space (None: unbounded), answer bytes."""
-
-    seconds: float = TIMEOUT_SECONDS
-    memory_bytes: int | None = None
-    answer_bytes: int = MAX_ANSWER_BYTES
-
-
-class Answer(msgspec.Struct, frozen=True):
-    """What work in a child returns: a JSON-ready value, and bytes that cross as they are."""
-
-    value: object
-    payload: bytes | memoryview = b""
-
-
-def bounded(
+def run_bounded(
     work: Callable[[], Answer],
     reader: VerifiedReader,
     bounds: Bounds,
@@ -106,12 +102,13 @@ def bounded(
     prepare: Callable[[], None] | None = None,
     tick: Callable[[], None] | None = None,
 ) -> Answer:
-    """Compute `work()`, which reads through `reader`, in a forked child within `bounds`.
+    """Compute `work()`, which reads through `reader`, in a child process within `bounds`.
 
     `prepare` runs in the child before its memory bound is set: importing pyarrow there, for a
     caller that never loads it (the record path), maps about a gigabyte of address space that
     the bound must not count. `tick` runs in this process about every `TICK_S` while the
-    child works (an export's progress).
+    child works (an export's progress). In a process with threads, `work`, `reader` and
+    `prepare` are pickled for the helper: descriptors they hold cross as `Passed`.
 
     Raises:
         SliceTimeout: the child ran past `bounds.seconds` and was killed.
@@ -121,34 +118,36 @@ def bounded(
             crosses: work whose errors carry facts sends what the caller needs to raise them).
         IntegrityError: a chunk the child read differs from its manifest.
         ObjectMissing: the object the child reads (a remote one) is gone.
-        StoreIOError: the child could not be started, read the object or write its output.
+        StoreIOError: the child could not be started, read the object or write its output, or
+            the helper it ran in stopped.
     """
     answer_fd, answer_end = os.pipe()
     errors_fd, errors_end = os.pipe()
     with contextlib.suppress(AttributeError, OSError):  # Linux: fewer, larger pipe transfers
-        fcntl.fcntl(answer_end, fcntl.F_SETPIPE_SZ, _READ_BYTES)
-    caller = os.getpid()
+        fcntl.fcntl(answer_end, fcntl.F_SETPIPE_SZ, READ_BYTES)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
-            pid = os.fork()
-    except OSError as exc:
-        for fd in (answer_fd, answer_end, errors_fd, errors_end):
+        if _HELPER_STARTED or threads() != 1:
+            from cas.slicing import _helper  # loaded only by a process with threads (~10 ms)
+
+            job, fds = _helper.dumps(sys.path, dict(os.environ), (work, prepare, reader, bounds))
+            child: _Forked | Channel = _helper.HELPER.submit(job, [answer_end, errors_end, *fds])
+        else:
+            child = _fork(
+                work, prepare, answer_fd, answer_end, errors_fd, errors_end, reader, bounds
+            )
+    except BaseException:
+        for fd in (answer_fd, errors_fd):
             os.close(fd)
-        raise StoreIOError(f"cannot start the table reader: {exc.strerror}") from exc
-    if pid == 0:
-        os.close(answer_fd)
-        os.close(errors_fd)
-        _child(work, prepare, answer_end, errors_end, reader, bounds, caller)
-    os.close(answer_end)
-    os.close(errors_end)
-    pipes = _Pipes(answer_fd, errors_fd, bounds.answer_bytes)
+        raise
+    finally:
+        os.close(answer_end)
+        os.close(errors_end)
+    pipes = Pipes(answer_fd, errors_fd, bounds.answer_bytes)
     try:
-        status = _wait(pid, pipes, time.monotonic() + bounds.seconds, tick)
+        status = wait(child, pipes, time.monotonic() + bounds.seconds, tick)
     except BaseException as exc:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        if isinstance(exc, _Expired):
+        child.kill()
+        if isinstance(exc, Expired):
             raise SliceTimeout(
                 f"reading the table did not finish within {bounds.seconds:g} s",
                 limit=math.ceil(bounds.seconds),
@@ -156,7 +155,115 @@ def bounded(
         raise
     finally:
         pipes.close()
-    return _decode(pipes, status, reader.stats, bounds)
+        child.close()
+    return decode(pipes, status, reader.stats, bounds)
+
+
+def start_helper() -> None:
+    """Start the helper process now and read every table through it from here on.
+
+    A long-running process calls this before it starts threads: its reads then never fork it,
+    and the helper's children start with the readers already imported.
+
+    Raises:
+        StoreIOError: the helper could not be started.
+    """
+    from cas.slicing._helper import HELPER
+
+    global _HELPER_STARTED
+    HELPER.start()
+    _HELPER_STARTED = True
+
+
+def stop_helper() -> None:
+    """End the helper; reads fork again where the process runs one thread."""
+    from cas.slicing._helper import HELPER
+
+    global _HELPER_STARTED
+    _HELPER_STARTED = False
+    HELPER.stop()
+
+
+def _helper_loads(job: bytes, fds: list[int]) -> pickle.Unpickler:
+    from cas.slicing._helper import loads  # in the helper's child, where it is loaded
+
+    return loads(job, fds)
+
+
+def _set_path(path: object) -> None:
+    """The caller's import path, so the work's functions import here as they did there."""
+    if isinstance(path, list) and all(isinstance(entry, str) for entry in path):
+        sys.path[:] = path
+
+
+def _set_environment(environ: object) -> None:
+    if isinstance(environ, dict):
+        os.environ.clear()
+        os.environ.update({str(key): str(value) for key, value in environ.items()})
+
+
+class _Forked:
+    """A child forked from this (single-threaded) process."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self.fd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # not Linux 5.3+: the pipes' ends will do
+            self.fd = None
+
+    def status(self) -> int:
+        return os.waitpid(self.pid, 0)[1]
+
+    def kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _fork(
+    work: Callable[[], Answer],
+    prepare: Callable[[], None] | None,
+    answer_fd: int,
+    answer_end: int,
+    errors_fd: int,
+    errors_end: int,
+    reader: VerifiedReader,
+    bounds: Bounds,
+) -> _Forked:
+    caller = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        raise StoreIOError(f"cannot start the table reader: {exc.strerror}") from exc
+    if pid == 0:
+        os.close(answer_fd)
+        os.close(errors_fd)
+        _child(work, prepare, answer_end, errors_end, reader, bounds, caller)
+    return _Forked(pid)
+
+
+def run_child(job: bytes, fds: list[int], answer_fd: int, errors_fd: int) -> NoReturn:
+    """In a child the helper forked: unpickle the work and run it as a forked child does."""
+    try:
+        faulthandler.disable()
+        os.dup2(errors_fd, 2)
+        loader = _helper_loads(job, fds)
+        _set_path(loader.load())  # before the work's modules import
+        _set_environment(loader.load())  # the caller's now (credentials), as a fork has it
+        work, prepare, reader, bounds = cast(
+            "tuple[Callable[[], Answer], Callable[[], None] | None, VerifiedReader, Bounds]",
+            loader.load(),
+        )
+    except BaseException as exc:  # the caller sees a crash, with this on the child's stderr
+        with contextlib.suppress(OSError):
+            os.write(2, f"cannot load the table work: {type(exc).__name__}: {exc}"[:500].encode())
+        os._exit(1)
+    _child(work, prepare, answer_fd, errors_fd, reader, bounds, os.getppid())
 
 
 def _child(
@@ -183,6 +290,7 @@ def _child(
         try:
             if prepare is not None:
                 prepare()
+            _leave_thread_stacks(_READER_THREADS)
             _limit_address_space(bounds.memory_bytes)
             answer = work()
             envelope = msgspec.json.encode(
@@ -190,13 +298,13 @@ def _child(
             )
             payload = answer.payload
         except Exception as exc:  # everything crosses to the parent as data
-            error = _error_fields(reader.failure or exc, bounds)
+            error = error_fields(reader.failure or exc, bounds)
             envelope = msgspec.json.encode(
                 {"error": error, "read": _read_since(reader.stats, before)}
             )
         _fs.write_all(answer_fd, payload)
         _fs.write_all(answer_fd, envelope)
-        _fs.write_all(answer_fd, len(envelope).to_bytes(_LENGTH_BYTES, "little"))
+        _fs.write_all(answer_fd, len(envelope).to_bytes(LENGTH_BYTES, "little"))
         code = 0
     except MemoryError:  # even the error did not fit: say so where the caller looks
         with contextlib.suppress(OSError):
@@ -217,6 +325,22 @@ def _die_with(caller: int) -> None:
         os._exit(1)
 
 
+def _leave_thread_stacks(count: int) -> None:
+    """Run `count` threads at once and join them, before the memory bound is set.
+
+    pyarrow's pool threads (one per pool in a child) then take their stacks from the C
+    library's cache of exited threads' stacks, and its allocator arena, instead of mapping new
+    ones (8 MiB and 64 MiB of address space) that the bound would count against the table.
+    """
+    release = threading.Event()
+    started = [threading.Thread(target=release.wait, daemon=True) for _ in range(count)]
+    for thread in started:
+        thread.start()
+    release.set()
+    for thread in started:
+        thread.join()
+
+
 def _limit_address_space(extra: int | None) -> None:
     """Let this process map at most `extra` bytes more than it has mapped now (Linux)."""
     if extra is None:
@@ -234,169 +358,3 @@ def _limit_address_space(extra: int | None) -> None:
 
 def _read_since(stats: ReadStats, before: tuple[int, int]) -> list[int]:
     return [stats.bytes_read - before[0], stats.chunks_verified - before[1]]
-
-
-def _error_fields(exc: Exception, bounds: Bounds) -> dict[str, object]:
-    if isinstance(exc, MemoryError):  # pyarrow's ArrowMemoryError too: the address-space limit
-        limit = bounds.memory_bytes or 0
-        message = f"decoding the table needs more than the {limit}-byte memory bound"
-        return {"kind": "too_large", "message": message, "limit": limit}
-    kinds = {
-        ObjectMissing: "missing",  # a remote object gone since it was located
-        IntegrityError: "integrity",
-        StoreIOError: "io",
-        TableTooLarge: "too_large",
-        TableUnreadable: "unreadable_table",
-        InvalidInput: "invalid",
-    }
-    kind = next((name for cls, name in kinds.items() if isinstance(exc, cls)), "unreadable")
-    message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-    return {"kind": kind, "message": str(message)[:500], "limit": getattr(exc, "limit", 0)}
-
-
-class _Expired(Exception):
-    """The child's time ran out."""
-
-
-class _Pipes:
-    """The child's answer and its stderr, read as they come; the answer is bounded."""
-
-    def __init__(self, answer_fd: int, errors_fd: int, bound: int) -> None:
-        self.open = [answer_fd, errors_fd]
-        self.answer_fd = answer_fd
-        self.answer = bytearray()
-        self.errors = bytearray()
-        self._fds = (answer_fd, errors_fd)
-        self._bound = bound + _LENGTH_BYTES + (1 << 20)  # the payload, and its envelope
-        for fd in self._fds:
-            os.set_blocking(fd, False)
-
-    def read(self, fd: int) -> None:
-        """Read what `fd` has now; at its end, stop watching it.
-
-        Raises:
-            TableUnreadable: the answer outgrew its bound.
-        """
-        while True:
-            try:
-                part = os.read(fd, _READ_BYTES)
-            except BlockingIOError:
-                return
-            if not part:
-                self.open.remove(fd)
-                return
-            if fd == self.answer_fd:
-                self.answer += part
-                if len(self.answer) > self._bound:
-                    raise TableUnreadable("the table's reader answered more than it may")
-            elif len(self.errors) < MAX_STDERR_BYTES:
-                self.errors += part[: MAX_STDERR_BYTES - len(self.errors)]
-
-    def drain(self) -> None:
-        """Read whatever is left (another process may hold a copy of a write end)."""
-        for fd in list(self.open):
-            self.read(fd)
-
-    def close(self) -> None:
-        for fd in self._fds:
-            os.close(fd)
-
-
-def _wait(pid: int, pipes: _Pipes, deadline: float, tick: Callable[[], None] | None = None) -> int:
-    """Read the child's pipes until it exits; return its wait status.
-
-    A pidfd says when the child exits, even if a process it shares descriptors with (a
-    concurrent slice's child) keeps a pipe open. Without one, the ends of both pipes do.
-
-    Raises:
-        _Expired: the deadline passed first (the caller kills the child).
-        TableUnreadable: the answer outgrew its bound.
-    """
-    with _pidfd(pid) as exited:
-        while True:
-            watched = pipes.open + ([exited] if exited is not None else [])
-            if not watched:
-                return os.waitpid(pid, 0)[1]
-            left = deadline - time.monotonic()
-            ready = _ready(watched, min(left, TICK_S) if tick is not None else left)
-            if not ready:
-                if tick is None or time.monotonic() >= deadline:
-                    raise _Expired
-                tick()
-                continue
-            if exited is not None and exited in ready:
-                pipes.drain()
-                return os.waitpid(pid, 0)[1]
-            for fd in ready:
-                pipes.read(fd)
-
-
-def _ready(fds: list[int], seconds: float) -> list[int]:
-    """Which of `fds` are readable or closed within `seconds` (poll: no FD_SETSIZE ceiling)."""
-    if seconds <= 0:
-        return []
-    poller = select.poll()
-    for fd in fds:
-        poller.register(fd, select.POLLIN)
-    return [fd for fd, _ in poller.poll(math.ceil(seconds * 1000))]
-
-
-@contextlib.contextmanager
-def _pidfd(pid: int) -> Iterator[int | None]:
-    try:
-        fd: int | None = os.pidfd_open(pid)
-    except (AttributeError, OSError):  # not Linux 5.3+: the pipes' ends will do
-        fd = None
-    try:
-        yield fd
-    finally:
-        if fd is not None:
-            os.close(fd)
-
-
-def _decode(pipes: _Pipes, status: int, stats: ReadStats, bounds: Bounds) -> Answer:
-    raw = memoryview(pipes.answer)
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or len(raw) < _LENGTH_BYTES:
-        _raise_death(status, bytes(pipes.errors), bounds)
-    try:
-        length = int.from_bytes(raw[-_LENGTH_BYTES:], "little")
-        if length > len(raw) - _LENGTH_BYTES:
-            raise ValueError("the envelope is longer than the answer")
-        envelope = msgspec.json.decode(raw[len(raw) - _LENGTH_BYTES - length : -_LENGTH_BYTES])
-        read_bytes, read_chunks = envelope["read"]
-        stats.bytes_read += int(read_bytes)
-        stats.chunks_verified += int(read_chunks)
-    except (msgspec.DecodeError, RecursionError, KeyError, TypeError, ValueError) as exc:
-        raise TableUnreadable("the table's reader answered nonsense") from exc
-    if "error" in envelope:
-        _raise(envelope["error"])
-    return Answer(envelope.get("ok"), raw[: len(raw) - _LENGTH_BYTES - length])
-
-
-def _raise_death(status: int, errors: bytes, bounds: Bounds) -> NoReturn:
-    """Why a child died without answering: out of memory, or a crash."""
-    killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL  # the OOM killer
-    if killed or any(hint in errors for hint in _MEMORY_HINTS):
-        limit = bounds.memory_bytes or 0
-        raise TableTooLarge(
-            f"decoding the table needs more than the {limit}-byte memory bound", limit=limit
-        )
-    raise TableUnreadable("the table is malformed (its reader crashed)")
-
-
-def _raise(error: dict[str, object]) -> NoReturn:
-    message, kind = str(error.get("message")), error.get("kind")
-    if kind == "integrity":
-        raise IntegrityError(message)
-    if kind == "missing":
-        raise ObjectMissing(message)
-    if kind == "io":
-        raise StoreIOError(message)
-    if kind == "too_large":
-        limit = error.get("limit")
-        raise TableTooLarge(message, limit=limit if isinstance(limit, int) else 0)
-    if kind == "unreadable_table":
-        raise TableUnreadable(message)
-    if kind == "invalid":
-        raise InvalidInput(message)
-    raise TableUnreadable(f"the table cannot be read: {message}")

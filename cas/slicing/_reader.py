@@ -23,9 +23,10 @@ from typing import Protocol
 import msgspec
 import xxhash
 
+import fsedge as _fs
 from cards.errors import ArtifactError, IntegrityError, ObjectMissing, StoreIOError, TableTooLarge
-from cas import _fs
-from cas._chunks import ChunkManifest, chunk_count, parse_manifest
+from cas.slicing._threads import Passed
+from fsedge import ChunkManifest, chunk_count, parse_manifest
 
 CACHED_CHUNKS = 8
 RUN_CHUNKS = 4  # contiguous missing chunks fetched by one read (a remote read: one request)
@@ -358,6 +359,16 @@ class VerifiedReader:
             self._cache.clear()
             self._bytes.close()
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled for the reading helper: the bytes and the manifest, not the cache or stats."""
+        return (_reader_again, (self._bytes, self._manifest, self._max_read, self._capacity))
+
+
+def _reader_again(
+    ranges: ByteRanges, manifest: ChunkManifest, max_read_bytes: int, cached: int
+) -> VerifiedReader:
+    return VerifiedReader(ranges, manifest, max_read_bytes=max_read_bytes, cached=cached)
+
 
 class _FileBytes:
     """Ranged reads of an open local file, which this owns."""
@@ -372,6 +383,10 @@ class _FileBytes:
     def close(self) -> None:
         """Close the descriptor."""
         os.close(self._fd)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled for the reading helper: the descriptor itself crosses (`Passed`)."""
+        return (_FileBytes, (Passed(self._fd),))
 
 
 def _pread_exact(fd: int, length: int, offset: int) -> bytes:

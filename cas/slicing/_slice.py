@@ -34,6 +34,7 @@ from cards.errors import (
     TableUnreadable,
     UnknownColumn,
 )
+from cas.slicing._answer import MAX_ANSWER_BYTES, Answer, Bounds
 from cas.slicing._collect import (
     BYTE_BUDGET,
     ROW_LIMIT,
@@ -45,7 +46,7 @@ from cas.slicing._collect import (
 from cas.slicing._expr import Node, filter_columns, parse_filter
 from cas.slicing._expr_check import compile_predicate
 from cas.slicing._formats import open_table, settle_types, type_notes
-from cas.slicing._isolated import MAX_ANSWER_BYTES, Answer, Bounds, bounded
+from cas.slicing._isolated import run_bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import check_media_type
 from cas.slicing._reader import (
@@ -123,7 +124,7 @@ def read_slice(
             _slice_in_child, reader, media_type, limits, request, node, limit, max_bytes
         )
         answer_bytes = max_bytes + 4 * limits.max_footer_bytes  # the rows, and their metadata
-        answer = bounded(work, reader, _bounds(limits, answer_bytes))
+        answer = run_bounded(work, reader, _bounds(limits, answer_bytes))
         stats = reader.stats
     return _result(answer, stats, request, node, limit)
 
@@ -145,7 +146,7 @@ def describe(source: SliceSource, *, limits: SliceLimits | None = None) -> Table
     manifest = load_manifest(source)
     with verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader:
         work = functools.partial(describe_work, reader, media_type, limits)
-        info = info_from_answer(bounded(work, reader, _bounds(limits, MAX_ANSWER_BYTES)).value)
+        info = info_from_answer(run_bounded(work, reader, _bounds(limits, MAX_ANSWER_BYTES)).value)
         stats = reader.stats
     return msgspec.structs.replace(
         info, bytes_read=stats.bytes_read, chunks_verified=stats.chunks_verified

@@ -141,6 +141,14 @@ def _main(argv: list[str]) -> int:
         )
     _import_msgspec()
     from cards import ArtifactError, ObjectMissing
+    from cas.slicing import ONE_THREAD_ENV, import_readers
+
+    # Native libraries' threads (pyarrow's jemalloc, numpy's BLAS) stay unstarted, so a
+    # command that reads a table forks its bounded reader from a single-threaded process.
+    for name, value in ONE_THREAD_ENV.items():
+        os.environ.setdefault(name, value)
+    if args.run in _TABLE_RUNS:
+        import_readers()  # pyarrow without numpy, which no command uses (~0.15 s)
 
     module, _, function = args.run.partition(":")
     run: Callable[[argparse.Namespace], Outcome] = getattr(
@@ -425,6 +433,15 @@ def _no_args(p: argparse.ArgumentParser) -> None:
     del p
 
 
+def _completion_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "shell",
+        choices=("bash", "zsh", "fish", "ids"),
+        help="the shell (`ids PREFIX`: the experiment ids the scripts complete)",
+    )
+    p.add_argument("prefix", nargs="?", help=argparse.SUPPRESS)
+
+
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", action="store_true", help="keep the temporary workspace")
 
@@ -461,6 +478,8 @@ _ALIASES = {"list": ["ls"]}
 _NO_CONFIGURATION = frozenset({"_operator_commands:demo"})  # it builds its own workspace
 _Configure = Callable[[argparse.ArgumentParser], None]
 _ART = "_artifact_commands:"
+# The commands that read tables: their pyarrow loads first, without numpy.
+_TABLE_RUNS = frozenset({_ART + "show_command", _ART + "slice_command", _ART + "diff", _ART + "ui"})
 _OPS = "_operator_commands:"
 _LIFE = "_lifecycle_commands:"
 # name: (summary, arguments, "module:function" that runs it, imported only then)
@@ -516,5 +535,10 @@ _COMMANDS: dict[str, tuple[str, _Configure, str]] = {
         "run the evaluation corpus (spec §22) and check the promotion gates",
         _eval_args,
         _OPS + "run_eval",
+    ),
+    "completion": (
+        "print a shell completion script: bash, zsh or fish",
+        _completion_args,
+        "_completion:completion",
     ),
 }

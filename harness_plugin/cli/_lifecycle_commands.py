@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from cards import InvalidInput
 from cards.errors import IdentityField, UnattendedRefused
 from harness_plugin import _shortids
-from harness_plugin.cli._command import Outcome, start
 from harness_plugin._progress import progress_for
+from harness_plugin.cli._command import Outcome, start
 from harness_plugin.config._retention import DAY_S
 
 if TYPE_CHECKING:
@@ -93,7 +93,8 @@ def edit(args: argparse.Namespace) -> Outcome:
 
 def remove(args: argparse.Namespace) -> Outcome:
     """Remove experiments' cards, audited; retire their Honcho copies through the outbox."""
-    from cas import remove_experiments, utc_now
+    from cas import remove_experiments
+    from fsedge import utc_now
 
     runtime, store = start(args)
     ids = [_shortids.expand(store, text) for text in args.experiment_ids]

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 
 from cards import ExperimentCardV1, InvalidInput, excerpt
 from cards.errors import IntegrityError
-from cas import Store, write_new
+from cas import Store
+from fsedge import SHARED_FILE_MODE, write_new
 from harness_plugin._views import human_size, iso
 
 CHUNK_BYTES = 1 << 20
@@ -162,7 +163,7 @@ def export(
         raise InvalidInput(f"the destination exists: {dest} (pass --force to replace it)")
     chunks = _checked_chunks(resolved.path, artifact.sha256, artifact.bytes)
     try:
-        write_new(dest, chunks, replace=exists, outside=outside)
+        write_new(dest, chunks, replace=exists, outside=outside, mode=SHARED_FILE_MODE)
     except FileExistsError:
         raise InvalidInput(
             f"the destination appeared meanwhile: {dest} (pass --force to replace it)"

@@ -31,7 +31,7 @@ from cards import (
     freshness_verdict,
 )
 from cards.errors import LimitExceeded
-from cas import Located, Store, write_new
+from cas import Located, Store
 from cas.slicing import (
     ExportResult,
     SliceLimits,
@@ -44,6 +44,7 @@ from cas.slicing import (
     read_slice,
     refused_columns,
 )
+from fsedge import SHARED_FILE_MODE, write_new
 from harness_plugin import _views
 from harness_plugin.cli._filter_hints import filter_hints
 from harness_plugin.cli._growth import Growth
@@ -383,6 +384,6 @@ def _cell(value: object) -> str:
 def _write_atomically(path: str, data: bytes, outside: Sequence[str]) -> None:
     """Write `data` to a new file at `path` atomically; never over an existing file."""
     try:
-        write_new(path, [data], outside=outside)
+        write_new(path, [data], outside=outside, mode=SHARED_FILE_MODE)
     except FileExistsError as exc:
         raise InvalidInput("--out names an existing file; choose a new path") from exc

@@ -33,7 +33,7 @@ import orjson
 
 from cards import ArtifactError
 from cards.redaction import normalise_text, outbound_query
-from cas import atomic_write, read_small
+from fsedge import atomic_write, read_small
 from harness_plugin.config._memory import RecallConfig
 from harness_plugin.memory._recall_search import (
     MemoryReads,

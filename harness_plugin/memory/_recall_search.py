@@ -19,7 +19,7 @@ from typing import Protocol
 import orjson
 
 from cards.redaction import remove_placeholders
-from cas import atomic_write, make_dirs, make_root, open_dir
+from fsedge import atomic_write, make_dirs, make_root, open_dir
 from indexer import (
     MemoryHit,
     MemorySearch,

@@ -35,7 +35,7 @@ from cards import (
     wire_memory,
 )
 from cards.redaction import outbound_query
-from cas import utc_now
+from fsedge import utc_now
 from harness_plugin._catalogs import LiveCatalog
 from harness_plugin._runtime import Runtime
 from harness_plugin.config._memory import CaptureMode, RecallMode

@@ -35,6 +35,7 @@ from cards import (
     NotOwner,
     ShuttingDown,
 )
+from cas.slicing import start_helper, stop_helper
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_view
 from harness_plugin.worker._caller import parse_caller, parse_session_caller
@@ -166,6 +167,7 @@ class JsonlWorker:
 
     def run(self) -> int:
         """Serve until end of input or SIGTERM; always exits 0 after an orderly drain."""
+        _start_table_helper(self.stderr)  # before any thread: table reads never fork this one
         delivery = Delivery(self.runtime, self.stderr) if self.runtime.outbox else None
         host = ToolHost(
             self.runtime,
@@ -195,6 +197,7 @@ class JsonlWorker:
             restore()
             if sigterm.ignored:
                 log(self.stderr, "worker.sigterm_ignored", count=sigterm.ignored)
+            stop_helper()
             log(self.stderr, "worker.stopped")
         return 0
 
@@ -444,3 +447,11 @@ def _ms(started: float) -> float:
 def serve(runtime: Runtime, environ: Mapping[str, str]) -> int:
     """Run the worker on this process's standard streams."""
     return JsonlWorker(runtime, sys.stdin.buffer, sys.stdout, sys.stderr, environ).run()
+
+
+def _start_table_helper(stderr: TextIO) -> None:
+    """Start the process that forks the table readers; without it, reads start it later."""
+    try:
+        start_helper()
+    except ArtifactError as exc:
+        log(stderr, "worker.table_helper_failed", error=str(exc.code))

@@ -30,13 +30,13 @@ from cards.errors import (
     UnsupportedMediaType,
 )
 from cas import Located
-from cas._chunks import CHUNK_BYTES
 from cas.slicing._expr import parse_filter
 from cas.slicing._expr_check import compile_filter
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import CSV, JSONL, NDJSON, TSV
 from cas.slicing._slice import BYTE_BUDGET, ROW_LIMIT, SliceRequest, describe, read_slice
 from cas.slicing._text_tables import READ_AHEAD_BLOCKS, block_bytes
+from fsedge import CHUNK_BYTES
 
 MIB = 1 << 20
 TEXT_TYPES = [CSV, JSONL]

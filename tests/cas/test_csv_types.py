@@ -17,12 +17,12 @@ import pyarrow as pa
 import pytest
 
 from cas import Located
-from cas._chunks import CHUNK_BYTES
 from cas.slicing._export import export_slice
 from cas.slicing._limits import SliceLimits
 from cas.slicing._media import CSV
 from cas.slicing._slice import SliceRequest, describe, read_slice
 from cas.slicing._text_tables import WHOLE_FILE_BYTES, block_bytes
+from fsedge import CHUNK_BYTES
 
 MIB = 1 << 20
 SMALL = SliceLimits().lowered(max_memory_bytes=16 * MIB)  # blocks of about 127 KB

@@ -5,8 +5,8 @@ from __future__ import annotations
 import fcntl
 import os
 
-from cas._fs import STAGE_PREFIX, STAGE_SUFFIX
 from cas._fsck import fsck
+from fsedge._fs import STAGE_PREFIX, STAGE_SUFFIX
 
 
 def _setup(ws, n=2):

@@ -10,11 +10,11 @@ import threading
 import pytest
 import xxhash
 
+import fsedge as fs_module
 from cards.errors import ArtifactTooLarge, StoreIOError
-from cas import _fs as fs_module
 from cas import _hashing as hashing_module
-from cas._chunks import CHUNK_BYTES
 from cas._hashing import Digests, copy_and_hash, hash_export, hash_fd
+from fsedge import CHUNK_BYTES
 
 
 def test_an_export_larger_than_its_size_is_read_at_most_one_chunk_past_it(tmp_path):

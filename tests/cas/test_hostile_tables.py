@@ -12,6 +12,7 @@ run in parallel, and an interpreter that exits while a slice is being read must 
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -41,8 +42,9 @@ from cards.errors import (
     UnknownColumn,
 )
 from cas import Located
+from cas.slicing._answer import Answer, Bounds
 from cas.slicing._ipc_layout import IpcLayout
-from cas.slicing._isolated import Answer, Bounds, bounded
+from cas.slicing._isolated import run_bounded
 from cas.slicing._limits import SliceLimits
 from cas.slicing._pages import Incomplete, Malformed, parse_page_header
 from cas.slicing._reader import load_manifest, verified_object
@@ -334,36 +336,49 @@ def reader(ws):
         yield opened
 
 
-def test_a_child_that_outgrows_its_memory_bound_is_too_large(reader):
-    def hog() -> Answer:
-        return Answer(len(bytearray(512 * MIB)))
+def _hog() -> Answer:
+    return Answer(len(bytearray(512 * MIB)))
 
+
+def _abort_on_allocation() -> Answer:
+    os.write(2, b"terminate called after throwing an instance of 'std::bad_alloc'\n")
+    os.abort()
+
+
+def _read_a_pipe_forever() -> Answer:
+    return Answer(os.read(os.pipe()[0], 1))
+
+
+def _answer(value, payload=b"") -> Answer:
+    return Answer(value, payload)
+
+
+def test_a_child_that_outgrows_its_memory_bound_is_too_large(reader):
     with pytest.raises(TableTooLarge) as caught:
-        bounded(hog, reader, Bounds(memory_bytes=64 * MIB))
+        run_bounded(_hog, reader, Bounds(memory_bytes=64 * MIB))
     assert caught.value.limit == 64 * MIB
-    assert bounded(hog, reader, Bounds()).value == 512 * MIB  # unbounded, it would have grown
+    assert run_bounded(_hog, reader, Bounds()).value == 512 * MIB  # unbounded, it would grow
 
 
 def test_a_child_whose_allocation_aborts_is_too_large(reader):
-    def abort_on_allocation() -> Answer:
-        os.write(2, b"terminate called after throwing an instance of 'std::bad_alloc'\n")
-        os.abort()
-
     with pytest.raises(TableTooLarge):
-        bounded(abort_on_allocation, reader, Bounds(memory_bytes=64 * MIB))
+        run_bounded(_abort_on_allocation, reader, Bounds(memory_bytes=64 * MIB))
 
 
 def test_a_child_past_its_deadline_is_killed_with_a_typed_error(reader):
     with pytest.raises(SliceTimeout) as caught:
-        bounded(lambda: Answer(os.read(os.pipe()[0], 1)), reader, Bounds(seconds=0.2))
+        run_bounded(_read_a_pipe_forever, reader, Bounds(seconds=0.2))
     assert caught.value.limit == 1
 
 
 def test_a_payload_crosses_beside_the_answer(reader):
-    answer = bounded(lambda: Answer({"n": 1}, b"\x00payload\xff"), reader, Bounds())
+    work = functools.partial(_answer, {"n": 1}, b"\x00payload\xff")
+    answer = run_bounded(work, reader, Bounds())
     assert answer.value == {"n": 1} and bytes(answer.payload) == b"\x00payload\xff"
     with pytest.raises(TableUnreadable, match="more than it may"):
-        bounded(lambda: Answer(None, bytes(2 * MIB)), reader, Bounds(answer_bytes=MIB))
+        run_bounded(
+            functools.partial(_answer, None, bytes(2 * MIB)), reader, Bounds(answer_bytes=MIB)
+        )
 
 
 # -- mutants: every outcome is a result or a typed error --------------------------------------

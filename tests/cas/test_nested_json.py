@@ -8,8 +8,8 @@ import pytest
 
 from cards import artifact_id_for_digest, project_key
 from cards.errors import IntegrityError
-from cas._chunks import parse_manifest
 from cas._verify import _recorded, file_identity
+from fsedge import parse_manifest
 
 DEEP = b'{"size": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
 

@@ -38,11 +38,11 @@ from cards.errors import (
     UnsupportedMediaType,
 )
 from cas import Located
-from cas._chunks import CHUNK_BYTES
 from cas._sniff import MediaTypeMismatch
+from cas.slicing._answer import Answer, Bounds
 from cas.slicing._expr import parse_filter
 from cas.slicing._expr_check import compile_filter
-from cas.slicing._isolated import Answer, Bounds, bounded
+from cas.slicing._isolated import run_bounded
 from cas.slicing._reader import load_manifest, verified_object
 from cas.slicing._slice import (
     BYTE_BUDGET,
@@ -54,6 +54,7 @@ from cas.slicing._slice import (
     read_slice,
 )
 from cas.slicing._tables import ARROW_FILE, PARQUET
+from fsedge import CHUNK_BYTES
 
 MIB = 1 << 20
 
@@ -769,17 +770,23 @@ def test_a_closed_reader_reads_nothing(reader):
         reader.read(10)
 
 
+def _as_answer(work):
+    return Answer(work())
+
+
 def isolated(work, reader, timeout: float = 60.0):
-    """`work()` in the bounded reading child; its JSON answer."""
-    return bounded(lambda: Answer(work()), reader, Bounds(seconds=timeout)).value
+    """`work()` in the bounded reading child; its JSON answer (`work` crosses by pickle)."""
+    work = functools.partial(_as_answer, work)
+    return run_bounded(work, reader, Bounds(seconds=timeout)).value
+
+
+def _first_bytes_of_chunk_5(reader):
+    reader.seek(5 * CHUNK_BYTES)
+    return {"first": bytes(reader.read(4)).hex(), "numbers": [1, 2.5, None]}
 
 
 def test_an_isolated_answer_crosses_as_json_with_what_the_child_read(reader):
-    def work():
-        reader.seek(5 * CHUNK_BYTES)
-        return {"first": bytes(reader.read(4)).hex(), "numbers": [1, 2.5, None]}
-
-    answer = isolated(work, reader)
+    answer = isolated(functools.partial(_first_bytes_of_chunk_5, reader), reader)
     assert answer == {"first": big_bytes(ARROW_FILE)[5 * CHUNK_BYTES :][:4].hex(),
                       "numbers": [1, 2.5, None]}  # fmt: skip
     assert reader.stats.chunks_verified == 1  # counted here, although the child read it
@@ -795,19 +802,21 @@ def test_an_isolated_hang_is_cut_short(reader):
         isolated(signal.pause, reader, timeout=0.2)
 
 
+def _raise(make_error):
+    raise make_error()
+
+
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
-        (IntegrityError("chunk 3 differs"), IntegrityError),
-        (StoreIOError("disk"), StoreIOError),
-        (TableTooLarge("wide", limit=7), TableTooLarge),
-        (ValueError("odd"), TableUnreadable),
+        (functools.partial(IntegrityError, "chunk 3 differs"), IntegrityError),
+        (functools.partial(StoreIOError, "disk"), StoreIOError),
+        (functools.partial(TableTooLarge, "wide", limit=7), TableTooLarge),
+        (functools.partial(ValueError, "odd"), TableUnreadable),
     ],
 )
 def test_isolated_errors_cross_with_their_kind(reader, error, expected):
-    def work():
-        raise error
-
+    work = functools.partial(_raise, error)
     with pytest.raises(expected) as caught:
         isolated(work, reader)
     if expected is TableTooLarge:
@@ -816,7 +825,7 @@ def test_isolated_errors_cross_with_their_kind(reader, error, expected):
 
 def test_an_answer_that_is_not_json_is_unreadable(reader):
     with pytest.raises(TableUnreadable, match="TypeError"):
-        isolated(lambda: object(), reader)
+        isolated(object, reader)
 
 
 # -- kept rows cross from the reading child as one compact stream --------------------------------

@@ -22,11 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cards.errors import TableUnreadable
+from cas.slicing._answer import Answer, Bounds
 from cas.slicing._collect import IpcSink, collect, read_stream
 from cas.slicing._expr import filter_columns, parse_filter
 from cas.slicing._expr_check import compile_filter, compile_predicate
 from cas.slicing._formats import open_table
-from cas.slicing._isolated import Answer, Bounds, bounded
+from cas.slicing._isolated import run_bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS
 from cas.slicing._mask import Predicate
 from cas.slicing._media import ARROW_FILE, PARQUET
@@ -312,7 +313,7 @@ def test_a_slice_filtered_by_the_mask_equals_the_acero_slice(ws, media_type, whe
     manifest = load_manifest(source)
     with verified_object(source, manifest, max_read_bytes=1 << 24) as reader:
         work = functools.partial(_slice_with_predicate, reader, media_type, where, columns)
-        answer = bounded(
+        answer = run_bounded(
             work, reader, Bounds(seconds=60, memory_bytes=1 << 30, answer_bytes=1 << 26)
         )
     ours = read_stream(answer.payload)

@@ -32,8 +32,8 @@ from cards.errors import (
     UnsupportedVersion,
 )
 from cas import IntegrityMode, VerificationCache
-from cas._chunks import parse_manifest
 from cas._layout import USAGE
+from fsedge import parse_manifest
 
 
 class Clock:

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-import cas._fs as fs
+import fsedge._fs as fs
 
 CHILD = r"""
 import sys
-from cas._fs import staged_beside, write_all
+from fsedge._fs import staged_beside, write_all
 with staged_beside(sys.argv[1]) as out:
     write_all(out.stage.fd, b"x" * (1 << 20))
     print(type(out.stage).__name__, flush=True)

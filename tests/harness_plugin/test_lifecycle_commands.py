@@ -13,11 +13,11 @@ from host_helpers import KEY, caller, environ, export, host_config, write_config
 
 from cards import ConfigError
 from cas import fsck
-from harness_plugin.worker._caller import parse_caller
 from harness_plugin._runtime import Runtime
-from harness_plugin.worker._tools import ToolHost
 from harness_plugin.cli import main
 from harness_plugin.config import load_config, parse_config
+from harness_plugin.worker._caller import parse_caller
+from harness_plugin.worker._tools import ToolHost
 from indexer.testing import FakeHoncho
 
 ARTMEM = str(Path(sys.executable).parent / "artmem")
@@ -221,7 +221,8 @@ def test_rm_retires_the_honcho_copy_and_searches_drop_it(tmp_path):
         runtime.sync(5)
         found = host.call("memory_search", {"query": "cohort"}, who)
         assert [h["origin"] for h in found["hits"]] == ["both"]
-        from cas import remove_experiments, utc_now
+        from cas import remove_experiments
+        from fsedge import utc_now
 
         store = runtime.stores["trial-analysis"]
         removed = remove_experiments(store, [exp], who=_who())
@@ -250,7 +251,8 @@ def test_rm_before_sync_withdraws_the_waiting_card(tmp_path):
                 "summary": "Aggregate response table.", "query_fingerprint": fingerprint("r"),
                 "source": "w", "source_version": "v1"}  # fmt: skip
         exp = host.call("memory_artifact_record", args, parse_caller(caller(tmp_path)))
-        from cas import remove_experiments, utc_now
+        from cas import remove_experiments
+        from fsedge import utc_now
 
         removed = remove_experiments(runtime.stores["trial-analysis"], [exp["experiment_id"]],
                                      who="ops")  # fmt: skip

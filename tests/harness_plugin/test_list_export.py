@@ -14,7 +14,7 @@ from conftest import fingerprint
 from host_helpers import write_config
 
 from cards.errors import IntegrityError
-from cas import write_new
+from fsedge import write_new
 from harness_plugin.cli._listing import _checked_chunks
 
 EXE = shutil.which("artmem", path=str(Path(sys.executable).parent))

@@ -205,7 +205,7 @@ def test_check_reports_modes_that_are_not_private(outbox):
 def test_repair_gives_a_state_root_made_by_a_bucket_cache_its_mode(tmp_path):
     # A bucket host's cache below the state root used to create the state root 0755 (makedirs
     # gives parents the default mode), and fsck failed ever after.
-    from cas import make_root
+    from fsedge import make_root
 
     state = tmp_path / "state"
     state.mkdir(mode=0o755)

@@ -19,10 +19,13 @@ from typing import cast
 import msgspec
 
 from cards.errors import PathEscape, SourceMissing, StoreIOError
-from cas._outside import refuse_inside
+from fsedge._outside import refuse_inside
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+# A file a person writes for others to read (an export, `slice --out`): what their umask allows,
+# as any tool creates one. The store's own files stay FILE_MODE.
+SHARED_FILE_MODE = 0o666
 OBJECT_MODE = 0o400
 STAGE_PREFIX = "stage-"
 STAGE_SUFFIX = ".tmp"
@@ -272,8 +275,10 @@ class Staged(msgspec.Struct):
 
 
 @contextlib.contextmanager
-def staged(dir_fd: int, kind: str) -> Iterator[Staged]:
+def staged(dir_fd: int, kind: str, mode: int = FILE_MODE) -> Iterator[Staged]:
     """Create a locked temp file in `dir_fd`; its name is removed on exit, whatever happens.
+
+    `mode` is the file's mode before the umask (private unless asked otherwise).
 
     After `commit_link` the published name keeps the bytes; after `commit_replace` the temp name
     is already gone. Either way nothing half-written stays visible under a final name.
@@ -281,7 +286,7 @@ def staged(dir_fd: int, kind: str) -> Iterator[Staged]:
     name = f"{STAGE_PREFIX}{kind}-{os.getpid()}-{os.urandom(8).hex()}{STAGE_SUFFIX}"
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(name, flags, FILE_MODE, dir_fd=dir_fd)
+        fd = os.open(name, flags, mode, dir_fd=dir_fd)
     except OSError as exc:
         raise StoreIOError(f"cannot create a staging file: {exc.strerror}") from exc
     try:
@@ -405,7 +410,7 @@ class Unnamed(msgspec.Struct, frozen=True):
     """A file with no name until it is published (`O_TMPFILE`): a crash leaves nothing behind.
 
     It is linked into place through `/proc/self/fd`, the one way an unprivileged process can
-    name an open file; `unnamed` falls back to a named stage where either is missing.
+    name an open file; `open_unnamed` falls back to a named stage where either is missing.
     """
 
     dir_fd: int
@@ -441,17 +446,20 @@ def _proc_fd(fd: int) -> str:
 
 
 @contextlib.contextmanager
-def unnamed(dir_fd: int, kind: str) -> Iterator[Unnamed | Staged]:
-    """An unnamed file in `dir_fd`, or a named, locked stage where the system has none."""
+def open_unnamed(dir_fd: int, kind: str, mode: int = FILE_MODE) -> Iterator[Unnamed | Staged]:
+    """An unnamed file in `dir_fd`, or a named, locked stage where the system has none.
+
+    `mode` is the file's mode before the umask.
+    """
     try:
-        fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, FILE_MODE, dir_fd=dir_fd)
+        fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, mode, dir_fd=dir_fd)
     except (AttributeError, OSError):  # no O_TMPFILE (not Linux, or the filesystem lacks it)
         fd = -1
     if fd >= 0 and not os.path.exists(_proc_fd(fd)):
         os.close(fd)
         fd = -1
     if fd < 0:
-        with staged(dir_fd, kind) as stage:
+        with staged(dir_fd, kind, mode) as stage:
             yield stage
         return
     try:
@@ -489,13 +497,14 @@ class StagedBeside(msgspec.Struct, frozen=True):
 
 @contextlib.contextmanager
 def staged_beside(
-    path: str, *, replace: bool = False, outside: Sequence[str] = ()
+    path: str, *, replace: bool = False, outside: Sequence[str] = (), mode: int = FILE_MODE
 ) -> Iterator[StagedBeside]:
     """A staged file beside `path`, gone on exit whether or not it was published.
 
     For files outside the store (an operator's `--out`, an export), named by a plain path. The
-    stage is unnamed where the system allows (`unnamed`): a killed process leaves no file.
-    `path`'s directory, as opened, must lie outside every directory in `outside`.
+    stage is unnamed where the system allows (`open_unnamed`): a killed process leaves no file.
+    `path`'s directory, as opened, must lie outside every directory in `outside`. The file is
+    created with `mode` less the umask (`SHARED_FILE_MODE` for a file a person shares).
 
     Raises:
         FileExistsError: `path` exists and `replace` is not set.
@@ -511,14 +520,19 @@ def staged_beside(
         refuse_inside(dir_fd, outside)
         if not replace and os.path.lexists(path):
             raise FileExistsError(errno.EEXIST, "the file exists", path)
-        with unnamed(dir_fd, "out") as stage:
+        with open_unnamed(dir_fd, "out", mode) as stage:
             yield StagedBeside(stage, dir_fd, name, path)
     finally:
         os.close(dir_fd)
 
 
 def write_new(
-    path: str, chunks: Iterable[bytes], *, replace: bool = False, outside: Sequence[str] = ()
+    path: str,
+    chunks: Iterable[bytes],
+    *,
+    replace: bool = False,
+    outside: Sequence[str] = (),
+    mode: int = FILE_MODE,
 ) -> None:
     """Create the file `path` with `chunks`, atomically; an existing file only with `replace`.
 
@@ -532,7 +546,7 @@ def write_new(
         PathRejected: `path`'s directory is inside one of `outside` (see `staged_beside`).
         StoreIOError: the file could not be written.
     """
-    with staged_beside(path, replace=replace, outside=outside) as out:
+    with staged_beside(path, replace=replace, outside=outside, mode=mode) as out:
         try:
             for chunk in chunks:
                 write_all(out.stage.fd, chunk)
