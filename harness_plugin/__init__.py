@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness_plugin._runtime import Runtime
+    from harness_plugin._stores import build_store
     from harness_plugin.worker._caller import Caller, parse_caller
     from harness_plugin.worker._tools import ToolHost
 
@@ -29,9 +30,10 @@ _EXPORTS = {
     "parse_caller": "harness_plugin.worker._caller",
     "Runtime": "harness_plugin._runtime",
     "ToolHost": "harness_plugin.worker._tools",
+    "build_store": "harness_plugin._stores",
 }
 
-__all__ = ["Caller", "Runtime", "ToolHost", "parse_caller"]
+__all__ = ["Caller", "Runtime", "ToolHost", "build_store", "parse_caller"]
 
 
 # Not `cards.lazy`: importing it would load the `cards` package (ids, errors, bounds) into

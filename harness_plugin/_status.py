@@ -12,6 +12,7 @@ from cards.errors import ArtifactError
 from cas import LocalCatalog, read_small
 from harness_plugin import _views
 from harness_plugin._progress import table_lines
+from harness_plugin._stores import build_store
 from harness_plugin.config import Config
 
 
@@ -23,7 +24,7 @@ def status_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]
     """
     projects = []
     for project in config.projects:
-        store = config.store(project.id)
+        store = build_store(config, project.id)
         catalog = LocalCatalog.open(store, config.state_root)
         usage = store.usage()
         projects.append(

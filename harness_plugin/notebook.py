@@ -56,6 +56,7 @@ from cards import (
 )
 from cas import LocalCatalog, Resolved, SearchHit, Store
 from harness_plugin import _shortids
+from harness_plugin._stores import build_store
 from harness_plugin.config import Config, load_config
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def open_store(
     """
     loaded = load_config(config)
     project_id = loaded.project_for(cwd or os.getcwd(), project)
-    return NotebookStore(loaded, loaded.store(project_id, read_only=True))
+    return NotebookStore(loaded, build_store(loaded, project_id, read_only=True))
 
 
 class NotebookStore:

@@ -16,6 +16,7 @@ from conftest import make_metadata
 from host_helpers import write_config
 
 from cas import Provenance
+from harness_plugin import build_store
 from harness_plugin.config import load_config
 
 ROOT = Path(__file__).parent.parent
@@ -82,7 +83,7 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, s
     exports = tmp / "rlm" / "sessions" / "s1" / "exports"
     exports.mkdir(parents=True)
     (exports / "r.csv").write_text("cohort,response\na,1\n")
-    store = load_config(str(config)).store("trial-analysis")
+    store = build_store(load_config(str(config)), "trial-analysis")
     recorded = store.record(str(tmp / "rlm"), Provenance(session_id="s1"), make_metadata(), "r.csv")
     return config, project_root, recorded.card.experiment_id
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
@@ -21,7 +21,6 @@ from msgspec import Meta
 from cards import (
     DEFAULT_LIMITS,
     ConfigError,
-    IndexState,
     Limits,
     ProjectId,
     UnknownProject,
@@ -38,9 +37,6 @@ from harness_plugin.config._memory import (
     RecallMode,
     Section,
 )
-
-if TYPE_CHECKING:
-    from cas import Store
 
 CONFIG_ENV = "ARTMEM_CONFIG"
 MAX_CONFIG_BYTES = 1 << 20
@@ -215,7 +211,6 @@ class IngestConfig(Section, frozen=True):
 
 
 _CREDENTIAL_WORDS = ("key", "secret", "token", "password", "credential")
-BUCKET_CACHE_DIR = "bucket-cache"
 
 
 def _bucket_name(value: str) -> bool:
@@ -359,49 +354,6 @@ class Config(Section, frozen=True):
             )
         best = max(matches, key=lambda p: len(_parts(_real(p.root))))
         return ProjectId(best.id)
-
-    def store(self, project_id: str, *, read_only: bool = False) -> Store:
-        """The store of one configured project, on the configured backend.
-
-        A `read_only` store (the notebook API) records nothing and writes no card; a bucket
-        store still fills its verified local cache when it resolves.
-
-        A bucket store loads its SDK only when it first talks to the bucket.
-        """
-        initial = IndexState.PENDING if self.honcho.enabled else IndexState.DISABLED
-        storage = self.storage
-        if storage.backend == "s3":
-            from cas import BucketSettings, BucketStore  # only for a bucket
-
-            assert storage.bucket is not None  # validated
-            settings = BucketSettings(
-                bucket=storage.bucket,
-                cache_root=os.path.join(self.state_root, BUCKET_CACHE_DIR),
-                prefix=storage.prefix,
-                endpoint_url=storage.endpoint_url,
-                region=storage.region,
-                part_checksums=storage.part_checksums,
-            )
-            return BucketStore(
-                settings,
-                project_id,
-                limits=self.effective_limits,
-                integrity=self.integrity,
-                require_owner=self.ingest.require_owner,
-                initial_index_state=initial,
-                read_only=read_only,
-            )
-        from cas import ProjectStore  # the store's rooms load with the first store
-
-        return ProjectStore(
-            self.artifact_root,
-            project_id,
-            limits=self.effective_limits,
-            integrity=self.integrity,
-            require_owner=self.ingest.require_owner,
-            initial_index_state=initial,
-            read_only=read_only,
-        )
 
 
 def _real(path: str) -> str:
