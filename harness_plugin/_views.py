@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from indexer import OutboxStats
 
 _SUMMARY_PREVIEW_CHARS = 400
-SLICE_FORMATS = ("table", "csv", "jsonl", "parquet")
 UNAVAILABLE_HINT = (
     "the bytes are missing or were quarantined by `fsck --repair`; record the original file "
     "again to restore them"

@@ -227,8 +227,6 @@ class NotebookStore:
         self, experiment_id: str, columns: Sequence[str] | None = None, where: str | None = None
     ) -> Preview:
         """The first rows of a table result (bounded as `read_slice`), charted in Jupyter."""
-        import warnings
-
         from harness_plugin.ui import Preview
 
         with warnings.catch_warnings():  # a preview is the first rows: more is no news
