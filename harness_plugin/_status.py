@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Mapping
 from datetime import UTC, datetime
+
+import msgspec
 
 from cards.errors import ArtifactError
 from cas import LocalCatalog, read_small
@@ -133,7 +134,7 @@ def _search_mode(state_root: str) -> str:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return "unknown"
-        mode = json.loads(read_small(fd, 4096)).get("search")
+        mode = msgspec.json.decode(read_small(fd, 4096)).get("search")
     except (OSError, ValueError, AttributeError, ArtifactError):
         return "unknown"
     finally:

@@ -29,7 +29,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import orjson
+import msgspec
 
 from cards import ArtifactError
 from cards.redaction import normalise_text, outbound_query
@@ -306,7 +306,7 @@ class Recall:
         except OSError:
             return 1 << 62  # unreadable: refuse rather than risk a second injection
         try:
-            turn = orjson.loads(read_small(fd, 4096)).get("turn")
+            turn = msgspec.json.decode(read_small(fd, 4096)).get("turn")
         except (ValueError, AttributeError, ArtifactError):
             return 1 << 62
         finally:
@@ -315,7 +315,7 @@ class Recall:
 
     def _mark(self, session_id: str, turn: int) -> None:
         with recall_dir(self.state_root) as directory:
-            data = orjson.dumps({"turn": turn})
+            data = msgspec.json.encode({"turn": turn})
             atomic_write(directory, self._marker_name(session_id), data, directory, "recall")
             now = self.clock()
             if now >= self._next_prune:

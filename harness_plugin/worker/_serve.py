@@ -15,7 +15,6 @@ and error codes, never arguments, results, card text or paths.
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import sys
@@ -27,7 +26,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import BinaryIO, TextIO
 
-import orjson
+import msgspec
 
 from cards import (
     ArtifactError,
@@ -67,7 +66,7 @@ class Oversized:
 def log(stream: TextIO, event: str, **fields: object) -> None:
     """One structured, content-free log line on stderr."""
     record = {"ts": round(time.time(), 3), "event": event, **fields}
-    stream.write(json.dumps(record, sort_keys=True) + "\n")
+    stream.write(msgspec.json.encode(record, order="sorted").decode() + "\n")
     stream.flush()
 
 
@@ -274,7 +273,7 @@ class JsonlWorker:
             reply |= {"ok": False, "error": failure}
         else:
             reply |= {"ok": True, "result": result}
-        data = orjson.dumps(reply).decode() + "\n"
+        data = msgspec.json.encode(reply).decode() + "\n"
         with self._write_lock:
             self.stdout.write(data)
             self.stdout.flush()
@@ -357,8 +356,8 @@ def _id_value(number: bytes | None, string: bytes | None) -> int | str | None:
     if number is not None:
         return int(number)
     try:
-        text = orjson.loads(string or b"")
-    except orjson.JSONDecodeError:  # a bad escape or invalid UTF-8
+        text = msgspec.json.decode(string or b"")
+    except msgspec.DecodeError:  # a bad escape or invalid UTF-8
         return None
     return text if isinstance(text, str) and len(text) <= MAX_ID_CHARS else None
 
@@ -366,8 +365,8 @@ def _id_value(number: bytes | None, string: bytes | None) -> int | str | None:
 def _best_id(line: bytes) -> object:
     """The id of a rejected request when it can be read, so the host can match the error."""
     try:
-        request_id = orjson.loads(line).get("id")
-    except (orjson.JSONDecodeError, AttributeError):
+        request_id = msgspec.json.decode(line).get("id")
+    except (msgspec.DecodeError, AttributeError):
         return None
     valid = isinstance(request_id, str | int) and not isinstance(request_id, bool)
     return request_id if valid and len(str(request_id)) <= MAX_ID_CHARS else None
@@ -375,8 +374,8 @@ def _best_id(line: bytes) -> object:
 
 def _envelope(line: bytes) -> tuple[object, str, object, Mapping[str, object]]:
     try:
-        request = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
+        request = msgspec.json.decode(line)
+    except msgspec.DecodeError as exc:
         raise InvalidRequest("the request line is not JSON") from exc
     if not isinstance(request, dict) or request.get("v") != PROTOCOL:
         raise InvalidRequest("a request is a JSON object with v = 1")

@@ -177,7 +177,7 @@ def registry(artifact_memory: bool, *, conversation: bool = False) -> dict[str, 
                 "memory_record",
                 "Record a durable preference, decision or fact that the user stated in their "
                 "latest message (quote their words; anything else is refused).",
-                wire_memory.RecordArgs,
+                wire_memory.MemoryRecordArgs,
                 wire_memory.NoteResult,
                 _note,
             ),
@@ -309,7 +309,7 @@ def _recall(host: ToolHost, caller: Caller, args: wire_memory.RecallArgs) -> Bas
     return _memory(host).recall_tool(caller.cwd, args)
 
 
-def _note(host: ToolHost, caller: Caller, args: wire_memory.RecordArgs) -> BaseModel:
+def _note(host: ToolHost, caller: Caller, args: wire_memory.MemoryRecordArgs) -> BaseModel:
     root = caller.agent_kind == "root"
     extra = {"note_kind": str(args.kind)}
     return _memory(host).note(caller.session_id, caller.cwd, root, args.content, kind="note",
