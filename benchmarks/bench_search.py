@@ -24,7 +24,8 @@ from datetime import UTC, datetime, timedelta
 from _common import percentile  # the benchmarks folder is on sys.path when run as a script
 
 from cards import ExperimentCardV1, ProjectId, parse_metadata
-from cards.build import card_for_bytes, with_changes
+from cards.build import with_changes
+from cards.testing import card_for_bytes
 from cas import Catalog
 
 SEARCH_P95_TARGET_MS = 5.0

@@ -119,15 +119,6 @@ def parse_experiment_id(value: object) -> ExperimentId:
     return ExperimentId(_parse(EXPERIMENT_ID, value, "experiment id"))
 
 
-def parse_project_key(value: object) -> ProjectKey:
-    """Validate a project key (`prj_` + 52 base32url characters).
-
-    Raises:
-        InvalidId: `value` is not a project key.
-    """
-    return ProjectKey(_parse(PROJECT_KEY, value, "project key"))
-
-
 def parse_project_id(value: object) -> ProjectId:
     """Validate a project id (`[A-Za-z0-9_-]{1,512}`, Honcho's id alphabet).
 

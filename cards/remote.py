@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Final, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cards._ids import (
     ExperimentId,
@@ -34,8 +34,7 @@ from cards._ids import (
 )
 from cards.canonical import canonical_json
 from cards.card import ExperimentCardV1
-from cards.errors import CardInvalid, InvalidId
-from cards.model import validation_message
+from cards.errors import InvalidId
 from cards.policy import DEFAULT_LIMITS
 from cards.redaction import redact, remove_placeholders
 
@@ -220,19 +219,6 @@ def project_card(card: ExperimentCardV1) -> RemoteCard | ProjectionSkipped:
     )
     redactions = fields.redactions + rendered.redactions
     return RemoteCard(content=content, metadata=metadata, redactions=redactions)
-
-
-def parse_remote_card(document: Mapping[str, object]) -> RemoteCard:
-    """Validate a remote card read back from the outbox.
-
-    Raises:
-        CardInvalid: the document is not a consistent `RemoteCard` (the message names fields,
-            never their values).
-    """
-    try:
-        return RemoteCard.model_validate(document)
-    except ValidationError as exc:
-        raise CardInvalid(f"invalid remote card: {validation_message(exc)}") from exc
 
 
 @dataclass(frozen=True, slots=True)

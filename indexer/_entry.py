@@ -209,7 +209,7 @@ class OutboxEntry(BaseModel):
         """Whether this entry may be attempted at `now`."""
         return self.next_attempt_at is None or self.next_attempt_at <= now
 
-    def retried(self, *, now: datetime, delay_s: float, error: str) -> OutboxEntry:
+    def schedule_retry(self, *, now: datetime, delay_s: float, error: str) -> OutboxEntry:
         """This entry scheduled for another attempt after a failure."""
         return self.changed(next_attempt_at=now + timedelta(seconds=delay_s), last_error=error)
 

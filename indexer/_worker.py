@@ -276,7 +276,7 @@ class DeliveryWorker:
             return True
         delay = self.policy.delay(attempt.attempts, self.rand())
         self.ownership.check()
-        self.outbox.update(attempt.retried(now=now, delay_s=delay, error=str(exc.code)))
+        self.outbox.update(attempt.schedule_retry(now=now, delay_s=delay, error=str(exc.code)))
         report.retried += 1
         return False
 

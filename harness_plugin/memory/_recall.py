@@ -249,7 +249,7 @@ class Recall:
             return cached[1], None
         self.count("recall.attempt")
         try:
-            recalled = self.bounded(*self.reads(project_id, query))
+            recalled = self.bound_items(*self.reads(project_id, query))
         except RecallFailed as exc:
             return None, exc.reason
         cards = experiments(query) if experiments is not None else []
@@ -266,7 +266,7 @@ class Recall:
                     self._cache.popitem(last=False)
         return injection, None
 
-    def bounded(self, context: UserContext, hits: Sequence[MemoryHit]) -> Recalled:
+    def bound_items(self, context: UserContext, hits: Sequence[MemoryHit]) -> Recalled:
         """The global and project items as the block shows them: inert lines, bounded."""
         limit, truncated = self.config.max_item_chars, 0
         lines = [*context.peer_card, *context.representation.splitlines()]

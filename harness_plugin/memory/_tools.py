@@ -161,7 +161,7 @@ class ConversationMemory:
             context, hits = self.recall.reads(project, args.question)
         except RecallFailed as exc:
             return wire_memory.RecallResult(status="unavailable", reason=exc.reason)
-        recalled = self.recall.bounded(context, hits)
+        recalled = self.recall.bound_items(context, hits)
         replaced = superseded_ids(hits)
         limit = self.runtime.config.recall.max_item_chars
         items = [_item(hit, limit, hit.message_id in replaced) for hit in hits]
