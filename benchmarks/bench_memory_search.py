@@ -5,7 +5,7 @@ Side by side in one run, each over the same queries:
 - hybrid against the fake Honcho (separate process) answering at once;
 - hybrid against the fake Honcho answering after an added latency (default 50 ms);
 - hybrid against a fake Honcho slower than the search deadline: local hits still come back.
-DESIGN.md §8: local search p95 under 5 ms.
+ARCHITECTURE.md (Performance targets): local search p95 under 5 ms.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Local card search: Catalog.build time and search latency against DESIGN.md §8.
+"""Local card search: Catalog.build time and search latency against ARCHITECTURE.md's targets.
 
 Targets: search p95 under 5 ms over 10,000 cards, index rebuilt in under 1 s. A naive linear
 scan over the same cards and queries runs in the same process as a baseline.

@@ -1,4 +1,4 @@
-"""Identities: the exact formulas of DESIGN.md §3, and one validating parser per id kind."""
+"""Identities: the exact formulas of ARCHITECTURE.md, and one validating parser per id kind."""
 
 from __future__ import annotations
 

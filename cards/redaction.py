@@ -31,7 +31,7 @@ quotes, relative paths, host names, raw SQL or source code. It over-redacts too:
 mixed-case identifier, a four-part version such as `1.2.3.4`, hex pairs such as `a::b`, the
 word after "the token is", and in scripts written without spaces, the words glued in front of
 an e-mail address. Callers must keep such content out of text that leaves the machine
-(spec §11.2, §29.3).
+(Honcho spec §11.2, §29.3).
 """
 
 from __future__ import annotations

@@ -4,13 +4,13 @@
 label, source version, shape, column names, tags, and the ids), redacts each one and renders a
 short natural-language description. It never sees artifact bytes and never copies a path, the
 session, tool-call or root-agent ids, the producer or the chunk manifest digest. The metadata keys
-are exactly those of DESIGN.md §7. The same card always gives byte-identical projections; index
+are exactly `REMOTE_METADATA_KEYS`. The same card always gives byte-identical projections; index
 state and timestamps are not part of it, so marking a card queued never changes its delivery id.
 
-Limits (spec §29.3): the card holds a query fingerprint, never the raw query, but free text may
-still carry SQL or source code. Redaction removes connection strings, upper-case `NAME=value`
-environment assignments, credentials, paths and e-mail addresses; it does not recognise SQL,
-source code, parameter values or row samples. See `cards.redaction` for what regexes miss.
+Limits (Honcho spec §29.3): the card holds a query fingerprint, never the raw query, but free text
+may still carry SQL or source code. Redaction removes connection strings, upper-case `NAME=value`
+environment assignments, credentials, paths and e-mail addresses; it does not recognise SQL, source
+code, parameter values or row samples. See `cards.redaction` for what regexes miss.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def conversation_delivery_id(
     event_seqs: Sequence[int],
     messages: Sequence[tuple[str, str]],
 ) -> str:
-    """The delivery id of one captured exchange (spec §12.2), 64 hex characters.
+    """The delivery id of one captured exchange (Honcho spec §12.2), 64 hex characters.
 
     A SHA-256 over a version tag, the workspace, user peer, Honcho session and project, the
     exact harness session, turn and event sequence numbers, and the redacted `(role, content)`

@@ -108,7 +108,7 @@ class Runtime:
         )
 
     def sync(self, deadline_s: float | None = None) -> SyncReport:
-        """Reconcile card states, then deliver until empty or the deadline (spec §29.1).
+        """Reconcile card states, then deliver until empty or the deadline (Honcho spec §29.1).
 
         Raises:
             NotOwner: another worker owns the state root.

@@ -21,7 +21,7 @@ a bucket) through the configuration file the `artmem` CLI uses, and gets tables 
 `store.to_pandas(exp, ...)` and `store.to_polars(exp, ...)` return the same slice as a pandas or
 polars DataFrame where that library is installed; neither is needed otherwise.
 
-Why here: the composition root (DESIGN.md §2) is what knows configuration and projects. Why
+Why here: the composition root (ARCHITECTURE.md) is what knows configuration and projects. Why
 read-only: a notebook is a reader beside the harness; it never creates, writes or locks a file
 (a `read_only` store keeps even its verification proofs in memory), so a session of calls leaves
 the store exactly as it was. On a bucket nothing is written to the bucket; `resolve` fills the

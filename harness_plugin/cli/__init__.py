@@ -374,7 +374,7 @@ _COMMANDS: dict[str, tuple[str, _Configure, _Run]] = {
         _demo,
     ),
     "eval": (
-        "run the evaluation corpus (spec §22) and check the promotion gates",
+        "run the evaluation corpus (Honcho spec §22) and check the promotion gates",
         options.eval_args,
         _eval,
     ),

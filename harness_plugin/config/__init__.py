@@ -1,4 +1,4 @@
-"""Configuration: one strict TOML file, validated completely at start (DESIGN.md §6).
+"""Configuration: one strict TOML file, validated completely at start.
 
 Unknown keys fail. Roots are absolute, must not be `/`, the home directory or a repository root,
 and must not overlap one another. Limits may only be lowered.
@@ -65,7 +65,7 @@ class ProjectConfig(Section, frozen=True):
 
 
 class LimitsConfig(Section, frozen=True):
-    """Operator bounds: the defaults of spec §28.5, which may be lowered (bytes also raised)."""
+    """Operator bounds: Honcho spec §28.5's defaults, which may be lowered (bytes also raised)."""
 
     artifact_bytes: int | None = None
     project_bytes: int | None = None

@@ -1,10 +1,10 @@
-"""`artmem eval`: the corpus of spec §22, a memory-disabled baseline, telemetry and the gates.
+"""`artmem eval`: the Honcho spec §22 corpus, a memory-disabled baseline, telemetry, the gates.
 
 Rooms: `_corpus` (the declarative cases in `corpus/`, validated), `_backend` (the fake Honcho over
 HTTP, or a configured one with its own synthetic workspaces), `_world` (people, machines,
 workers, names), `_play` and `_steps` (replaying a case through the worker's op handlers),
 `_checks` (expectations and leakage), `_transport` (what was sent to Honcho), `_telemetry` (the
-report: spec §8.3 and nothing said), `_gates` (the promotion gates), `_runner`, `_table`.
+report: Honcho spec §8.3 and nothing said), `_gates` (the promotion gates), `_runner`, `_table`.
 
 Loaded only by `artmem eval`, never by `artmem --help`.
 """

@@ -56,7 +56,7 @@ def report_lines(report: Report, path: str | None) -> list[str]:
         HEADER,
         *(case_line(case) for case in report.cases),
         "",
-        "promotion gates (spec §22):",
+        "promotion gates (Honcho spec §22):",
         *gate_lines(report),
         "",
     ]

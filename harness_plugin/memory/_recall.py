@@ -1,4 +1,4 @@
-"""First-step recall (spec §13): at most one bounded, labelled memory block per root turn.
+"""First-step recall (Honcho spec §13): at most one bounded, labelled memory block per root turn.
 
 Only on step 1 of a root turn, and at most once per turn even across a worker restart: the turn
 number is written durably (`<state_root>/recall/<honcho session>.turn`) before the block is

@@ -1,4 +1,4 @@
-"""`artmem serve`: the JSONL worker the harness plugin talks to (DESIGN.md §6).
+"""`artmem serve`: the JSONL worker the harness plugin talks to.
 
 One JSON object a line on stdin, one reply a line on stdout; calls run concurrently and replies
 may come out of order (match them by `id`). A malformed line gets one error reply and never stops

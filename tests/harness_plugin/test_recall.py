@@ -1,4 +1,4 @@
-"""First-step recall (spec §13), the memory tools and their consent rule (spec §14)."""
+"""First-step recall (Honcho spec §13), the memory tools and their consent rule (§14)."""
 
 from __future__ import annotations
 
