@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fail CI when a key, a token or a local path is committed or shipped (spec §17.2).
+"""Fail CI when a key, a token or a local path is committed or shipped (Honcho spec §17.2).
 
 Usage: python3 .ci/scan_secrets.py [--wheel PATH] [--allowlist PATH] [--root DIR] [--untracked]
 

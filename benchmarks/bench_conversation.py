@@ -8,8 +8,8 @@ Side by side in one run:
 - recall: `recall/first-step` wall time against `FakeHoncho` served from a separate process with
   added latency per request (0, 100 ms, 400 ms, then 2 s, beyond the 1500 ms timeout: the call
   must come back at the timeout with no block).
-DESIGN.md §8 targets: admission p99 under 10 ms with fsync; recall within its 1500 ms timeout or a
-clean fail-open.
+Targets (ARCHITECTURE.md, Performance targets): admission p99 under 10 ms with fsync; recall
+within its 1500 ms timeout or a clean fail-open.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from _common import machine_line, print_table, remove_tree, spread
 from _common import median as median_of
 
 from cards import CardMetadata, dump_card, parse_metadata, parse_project_id, project_key
-from cards.build import card_for_bytes
+from cards.testing import card_for_bytes
 from cas import ProjectStore
 
 PROJECT = "bench-gc"

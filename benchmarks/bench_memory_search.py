@@ -5,7 +5,7 @@ Side by side in one run, each over the same queries:
 - hybrid against the fake Honcho (separate process) answering at once;
 - hybrid against the fake Honcho answering after an added latency (default 50 ms);
 - hybrid against a fake Honcho slower than the search deadline: local hits still come back.
-DESIGN.md §8: local search p95 under 5 ms.
+ARCHITECTURE.md (Performance targets): local search p95 under 5 ms.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from cards import (  # noqa: E402
     dump_card,
     project_card,
 )
-from harness_plugin import Runtime, ToolHost, parse_caller  # noqa: E402
+from harness_plugin import Runtime, ToolHost, build_store, parse_caller  # noqa: E402
 from harness_plugin.config import config_from_mapping  # noqa: E402
 from indexer import (  # noqa: E402
     HonchoMemoryService,
@@ -47,7 +47,7 @@ KEY = "bench-search-key"
 def _populate(config_doc: dict[str, object], count: int) -> list[ExperimentCardV1]:
     """Write `count` valid cards (the search benchmark's corpus) into the cards directory."""
     config = config_from_mapping(config_doc)
-    store = config.store(PROJECT)
+    store = build_store(config, PROJECT)
     cards_dir = Path(store.local_path(store.layout.cards_dir))
     cards_dir.mkdir(parents=True, mode=0o700)
     corpus = Corpus(random.Random(7))

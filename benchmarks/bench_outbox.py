@@ -5,7 +5,8 @@ Side by side in one run:
   (temp file, write, fsync, rename, fsync the directory), p50/p99 each;
 - delivery: `DeliveryWorker.drain` (outbox + real SDK over HTTP) vs. the bare SDK posting the
   same messages one request each, against `FakeHoncho` served from a separate process.
-DESIGN.md §8 targets: admission p99 under 10 ms; delivery at least 200 cards/s.
+Targets (ARCHITECTURE.md, Performance targets): admission p99 under 10 ms; delivery at least
+200 cards/s.
 """
 
 from __future__ import annotations

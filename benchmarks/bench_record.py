@@ -1,7 +1,7 @@
 """Record throughput and peak RSS against a plain copy-with-fsync of the same file.
 
-DESIGN.md §8 targets: record of 1 GiB at least 0.85 of a plain copy-with-fsync of the same file,
-peak RSS under 64 MiB. Every run is a fresh child process that reports its own peak RSS; the
+Targets (ARCHITECTURE.md): record of 1 GiB at least 0.85 of a plain copy-with-fsync of the same
+file, peak RSS under 64 MiB. Every run is a fresh child process that reports its own peak RSS; the
 baseline and the record alternate order across repeats, read the same page-cache-warm source,
 and write to the same filesystem. Each record gets a fresh artifact root, so nothing is
 deduplicated; a re-record of the stored file (the dedup path) and a plain SHA-256 pass are

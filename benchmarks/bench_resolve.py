@@ -1,11 +1,11 @@
 """First and cached resolve against hashlib.file_digest over the same stored object.
 
-DESIGN.md §8 targets: the first resolve (which must hash) at least 0.9 of `hashlib.file_digest`
+Targets (ARCHITECTURE.md): the first resolve (which must hash) at least 0.9 of `hashlib.file_digest`
 speed over the same object, and a cached resolve under 1 ms. Setup records one file; each repeat
-then runs in a fresh child process, which times its first resolve and a `file_digest` of the
-object path in alternating order. A last child measures 1,000 cached resolves and, for context,
-resolves in `IntegrityMode.ALWAYS`. Each child waits for a quiet moment first (other processes
-share the CPUs); `--quiet-wait 0` starts at once.
+then runs in a fresh child process, which times its first resolve and a `file_digest` of the object
+path in alternating order. A last child measures 1,000 cached resolves and, for context, resolves in
+`IntegrityMode.ALWAYS`. Each child waits for a quiet moment first (other processes share the CPUs);
+`--quiet-wait 0` starts at once.
 
     .venv/bin/python benchmarks/bench_resolve.py [--size-mib 1024] [--repeat 3] [--quick] [--dir D]
 """

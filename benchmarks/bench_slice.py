@@ -1,6 +1,6 @@
 """A verified slice of 2 columns and ~1% of rows against DuckDB and a full read, side by side.
 
-DESIGN.md §8 target: the slice no slower than 1.3x DuckDB on the same query, with peak memory a
+Target (ARCHITECTURE.md): the slice no slower than 1.3x DuckDB on the same query, with peak memory a
 small fraction of a full read. Setup writes a wide Parquet result (a sorted int64 key, fourteen
 float64 columns and a string column, in several row groups, so statistics prune) into a session's
 exports and records it. Then each query runs in a fresh child process, in alternating order:

@@ -97,7 +97,7 @@ def make_cards(artifact_root: str, rlm_root: str, count: int) -> dict[str, Scala
     valid and names the one recorded object.
     """
     from cards import ProjectId, dump_card, parse_metadata, parse_session_id
-    from cards.build import card_for_bytes
+    from cards.testing import card_for_bytes
     from cas import ProjectStore, Provenance
 
     def metadata(number: int) -> CardMetadata:

@@ -1,4 +1,4 @@
-"""Identities: the exact formulas of DESIGN.md §3, and one validating parser per id kind."""
+"""Identities: the exact formulas of ARCHITECTURE.md, and one validating parser per id kind."""
 
 from __future__ import annotations
 
@@ -117,15 +117,6 @@ def parse_experiment_id(value: object) -> ExperimentId:
         InvalidId: `value` is not an experiment id.
     """
     return ExperimentId(_parse(EXPERIMENT_ID, value, "experiment id"))
-
-
-def parse_project_key(value: object) -> ProjectKey:
-    """Validate a project key (`prj_` + 52 base32url characters).
-
-    Raises:
-        InvalidId: `value` is not a project key.
-    """
-    return ProjectKey(_parse(PROJECT_KEY, value, "project key"))
 
 
 def parse_project_id(value: object) -> ProjectId:

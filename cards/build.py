@@ -5,7 +5,6 @@ No clock and no I/O: the store passes the time and the digests it measured.
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -15,9 +14,6 @@ from cards._ids import (
     ArtifactId,
     ExperimentId,
     ProjectId,
-    QueryFingerprint,
-    artifact_id_for_bytes,
-    experiment_id,
 )
 from cards.card import (
     ARTIFACT_SCHEMA_VERSION,
@@ -90,41 +86,6 @@ def new_card(
         derived_from=list(metadata.derived_from),
     )
     return validated(card)
-
-
-def card_for_bytes(
-    content: bytes,
-    metadata: CardMetadata,
-    *,
-    project_id: ProjectId,
-    session_id: str,
-    now: datetime,
-    chunk_manifest_sha256: str = "0" * 64,
-) -> ExperimentCardV1:
-    """A card for bytes held in memory: synthetic corpora, evaluations, benchmarks and tests.
-
-    The store records files through `new_card`, with the digests it measured while copying.
-    """
-    artifact_id = artifact_id_for_bytes(content)
-    return new_card(
-        experiment_id=experiment_id(
-            project_id,
-            artifact_id,
-            QueryFingerprint(metadata.query_fingerprint),
-            metadata.source_version,
-        ),
-        project_id=project_id,
-        artifact_id=artifact_id,
-        sha256=hashlib.sha256(content).hexdigest(),
-        size=len(content),
-        chunk_manifest_sha256=chunk_manifest_sha256,
-        metadata=metadata,
-        session_id=session_id,
-        root_agent_id=None,
-        tool_call_id=None,
-        index_state=IndexState.DISABLED,
-        now=now,
-    )
 
 
 def revised_card(

@@ -24,7 +24,6 @@ from cards._ids import (
     ExperimentId,
     ProjectId,
     QueryFingerprint,
-    SessionId,
     artifact_id_for_digest,
     experiment_id,
 )
@@ -170,11 +169,6 @@ class ExperimentCardV1(_Described, frozen=True, kw_only=True):
     def typed_artifact_id(self) -> ArtifactId:
         """The artifact id as its id type."""
         return ArtifactId(self.artifact.artifact_id)
-
-    @property
-    def typed_session_id(self) -> SessionId:
-        """The originating session id as its id type."""
-        return SessionId(self.session_id)
 
 
 _DECODER = msgspec.json.Decoder(ExperimentCardV1)

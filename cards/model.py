@@ -1,56 +1,67 @@
 """The tools' metadata arguments as a pydantic model (`MetadataFields`), for their JSON Schema.
 
-The store takes `cards.card.CardMetadata` (a msgspec struct); a tool's arguments become one
-through `parse_metadata`, which checks them again by the same rules (the same pattern bodies, and
-a test that both accept exactly the same text). `validation_message` describes any pydantic
-validation failure without echoing the offending value.
+The contract is written once, in `cards.card.CardMetadata` (a msgspec struct, what the store takes):
+every bound and pattern here is read from that struct (`_rules`), patterns re-anchored for
+pydantic-core's regex (`$` where Python's `re` ends on backslash-Z), so the schema a tool publishes
+and the rules the store applies cannot drift. A tool's arguments become a `CardMetadata` through
+`parse_metadata`, which checks them by those rules again. `validation_message` describes any
+pydantic validation failure without echoing the offending value.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
+import msgspec.inspect as inspect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
-from cards import _ids
-from cards.card import (
-    FORMS,
-    LABEL_CHARS,
-    LINE_BODY,
-    LINE_FORM,
-    MAX_PARENTS,
-    MEDIA_TYPE_BODY,
-    OCTET_STREAM,
-    TEXT_BODY,
-)
-from cards.policy import DEFAULT_LIMITS
+from cards.card import FORMS, LABEL_CHARS, LINE_BODY, LINE_FORM, OCTET_STREAM, CardMetadata
 
 
-def _whole(body: str) -> str:
-    """`body` matching a whole string (pydantic-core's regex: `$` is the end of the text)."""
-    return f"^(?:{body})$"
+def _fields() -> dict[str, inspect.Type]:
+    info = inspect.type_info(CardMetadata)
+    assert isinstance(info, inspect.StructType)
+    return {field.name: field.type for field in info.fields}
 
 
-_LINE = _whole(LINE_BODY)
-_L = DEFAULT_LIMITS
-Title = Annotated[str, Field(min_length=1, max_length=_L.title_chars, pattern=_LINE)]
-Summary = Annotated[
-    str, Field(min_length=1, max_length=_L.summary_chars, pattern=_whole(TEXT_BODY))
-]
-Label = Annotated[str, Field(min_length=1, max_length=LABEL_CHARS, pattern=_LINE)]
-Tag = Annotated[str, Field(min_length=1, max_length=_L.tag_chars, pattern=_LINE)]
-Column = Annotated[str, Field(min_length=1, max_length=_L.column_chars, pattern=_LINE)]
-MediaType = Annotated[str, Field(pattern=_whole(MEDIA_TYPE_BODY))]
-FingerprintField = Annotated[str, Field(pattern=_whole(_ids.SHA256_HEX.pattern))]
+_FIELDS = _fields()
 
-Shape = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=8)]
-Tags = Annotated[list[Tag], Field(max_length=_L.tags)]
-Columns = Annotated[list[Column], Field(max_length=_L.columns)]
-Parents = Annotated[
-    list[Annotated[str, Field(pattern=_whole(_ids.EXPERIMENT_ID.pattern))]],
-    Field(max_length=MAX_PARENTS),
-]
+
+def _rules(name: str, *, items: bool = False, description: str | None = None) -> FieldInfo:
+    """Pydantic's `Field` with the bounds and pattern `CardMetadata` holds for `name`.
+
+    `items`: the rules of each entry of a list field rather than of the list.
+    """
+    rules: FieldInfo
+    kind = _FIELDS[name]
+    if isinstance(kind, inspect.UnionType):  # optional: the rules of the value when present
+        kind = next(t for t in kind.types if not isinstance(t, inspect.NoneType))
+    if items:
+        assert isinstance(kind, inspect.ListType)
+        kind = kind.item_type
+    if isinstance(kind, inspect.StrType):
+        pattern = None if kind.pattern is None else kind.pattern.removesuffix("\\Z") + "$"
+        rules = Field(
+            min_length=kind.min_length,
+            max_length=kind.max_length,
+            pattern=pattern,
+            description=description,
+        )
+    elif isinstance(kind, inspect.ListType):
+        rules = Field(
+            min_length=kind.min_length, max_length=kind.max_length, description=description
+        )
+    elif isinstance(kind, inspect.IntType):
+        rules = Field(ge=kind.ge, le=kind.le, description=description)
+    else:
+        raise TypeError(f"no pydantic rules for {name}: {kind}")
+    return rules
+
+
+# A bounded one-line label (`source`, `source_version`), as the wire's other labels use it.
+Label = Annotated[str, Field(min_length=1, max_length=LABEL_CHARS, pattern=f"^(?:{LINE_BODY})$")]
 
 
 class MetadataFields(BaseModel):
@@ -58,22 +69,35 @@ class MetadataFields(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    title: Title
-    summary: Summary
-    source: Label = Field(description="where the data came from, e.g. a warehouse name")
-    shape: Shape | None = None
-    columns: Columns = []
-    tags: Tags = []
-    query_fingerprint: FingerprintField = Field(
-        description="lowercase SHA-256 hex of a stable description of the query and parameters"
+    title: Annotated[str, _rules("title")]
+    summary: Annotated[str, _rules("summary")]
+    source: Annotated[
+        str, _rules("source", description="where the data came from, e.g. a warehouse name")
+    ]
+    shape: Annotated[list[Annotated[int, _rules("shape", items=True)]], _rules("shape")] | None = (
+        None
     )
-    source_version: Label = Field(description="dataset snapshot or commit; 'unknown' allowed")
-    media_type: MediaType = OCTET_STREAM
-    derived_from: Parents = Field(
-        default=[],
-        description="experiment ids of this project that this result was derived from; each "
-        "must exist already (a re-record keeps the parents the card was first recorded with)",
-    )
+    columns: Annotated[list[Annotated[str, _rules("columns", items=True)]], _rules("columns")] = []
+    tags: Annotated[list[Annotated[str, _rules("tags", items=True)]], _rules("tags")] = []
+    query_fingerprint: Annotated[
+        str,
+        _rules(
+            "query_fingerprint",
+            description="lowercase SHA-256 hex of a stable description of the query and parameters",
+        ),
+    ]
+    source_version: Annotated[
+        str, _rules("source_version", description="dataset snapshot or commit; 'unknown' allowed")
+    ]
+    media_type: Annotated[str, _rules("media_type")] = OCTET_STREAM
+    derived_from: Annotated[
+        list[Annotated[str, _rules("derived_from", items=True)]],
+        _rules(
+            "derived_from",
+            description="experiment ids of this project that this result was derived from; each "
+            "must exist already (a re-record keeps the parents the card was first recorded with)",
+        ),
+    ] = []
 
 
 def _summarise(exc: ValidationError) -> str:

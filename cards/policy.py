@@ -19,7 +19,7 @@ defaults. The others bound what reaches a model or the index, and may only be lo
 
 
 class Limits(msgspec.Struct, frozen=True):
-    """Resource and metadata bounds (spec §28.5); an operator may lower them.
+    """Resource and metadata bounds (Honcho spec §28.5); an operator may lower them.
 
     The `RAISABLE` ones may also be raised, up to their ceilings.
     """
@@ -64,7 +64,7 @@ DEFAULT_LIMITS = Limits()
 
 
 class Freshness(enum.StrEnum):
-    """How a stored result relates to the caller's current source version (spec §30.2)."""
+    """How a stored result relates to the caller's current source version (Honcho spec §30.2)."""
 
     FRESH = "fresh"
     STALE = "stale"
@@ -127,7 +127,7 @@ def check_byte_quota(used: int, size: int, limits: Limits) -> None:
 
 
 class IndexState(enum.StrEnum):
-    """Where a card stands with the Honcho index (spec §27.3, §29.2)."""
+    """Where a card stands with the Honcho index (Honcho spec §27.3, §29.2)."""
 
     PENDING = "pending"
     QUEUED = "queued"

@@ -4,13 +4,13 @@
 label, source version, shape, column names, tags, and the ids), redacts each one and renders a
 short natural-language description. It never sees artifact bytes and never copies a path, the
 session, tool-call or root-agent ids, the producer or the chunk manifest digest. The metadata keys
-are exactly those of DESIGN.md §7. The same card always gives byte-identical projections; index
+are exactly `REMOTE_METADATA_KEYS`. The same card always gives byte-identical projections; index
 state and timestamps are not part of it, so marking a card queued never changes its delivery id.
 
-Limits (spec §29.3): the card holds a query fingerprint, never the raw query, but free text may
-still carry SQL or source code. Redaction removes connection strings, upper-case `NAME=value`
-environment assignments, credentials, paths and e-mail addresses; it does not recognise SQL,
-source code, parameter values or row samples. See `cards.redaction` for what regexes miss.
+Limits (Honcho spec §29.3): the card holds a query fingerprint, never the raw query, but free text
+may still carry SQL or source code. Redaction removes connection strings, upper-case `NAME=value`
+environment assignments, credentials, paths and e-mail addresses; it does not recognise SQL, source
+code, parameter values or row samples. See `cards.redaction` for what regexes miss.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Final, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cards._ids import (
     ExperimentId,
@@ -34,8 +34,7 @@ from cards._ids import (
 )
 from cards.canonical import canonical_json
 from cards.card import ExperimentCardV1
-from cards.errors import CardInvalid, InvalidId
-from cards.model import validation_message
+from cards.errors import InvalidId
 from cards.policy import DEFAULT_LIMITS
 from cards.redaction import redact, remove_placeholders
 
@@ -171,7 +170,7 @@ def conversation_delivery_id(
     event_seqs: Sequence[int],
     messages: Sequence[tuple[str, str]],
 ) -> str:
-    """The delivery id of one captured exchange (spec §12.2), 64 hex characters.
+    """The delivery id of one captured exchange (Honcho spec §12.2), 64 hex characters.
 
     A SHA-256 over a version tag, the workspace, user peer, Honcho session and project, the
     exact harness session, turn and event sequence numbers, and the redacted `(role, content)`
@@ -220,19 +219,6 @@ def project_card(card: ExperimentCardV1) -> RemoteCard | ProjectionSkipped:
     )
     redactions = fields.redactions + rendered.redactions
     return RemoteCard(content=content, metadata=metadata, redactions=redactions)
-
-
-def parse_remote_card(document: Mapping[str, object]) -> RemoteCard:
-    """Validate a remote card read back from the outbox.
-
-    Raises:
-        CardInvalid: the document is not a consistent `RemoteCard` (the message names fields,
-            never their values).
-    """
-    try:
-        return RemoteCard.model_validate(document)
-    except ValidationError as exc:
-        raise CardInvalid(f"invalid remote card: {validation_message(exc)}") from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,7 @@ class RecallResult(BaseModel):
     answer: str | None = Field(default=None, description="Honcho's dialectic answer, when enabled")
 
 
-class RecordArgs(BaseModel):
+class MemoryRecordArgs(BaseModel):
     """Record an explicit durable note the user just stated in this session."""
 
     model_config = _IN

@@ -1,15 +1,12 @@
-"""The host side and composition root: configuration, the tool surface, the JSONL worker, the CLI.
+"""The host side and composition root, in rooms (ARCHITECTURE.md lists them).
 
-Rooms: `config` (the strict TOML configuration), `_caller` (the host-supplied caller), `_runtime`
-(stores, outbox and Honcho client built from a configuration), `_tools` (the tool registry and
-its host), `_hybrid` and `_catalogs` (local plus Honcho search), `_serve` (the JSONL worker),
-`cli` (parsing and dispatch) with `_command` (what commands share), `_artifact_commands`,
-`_table_commands`, `_operator_commands`, `_listing`, `_views`, `_status`, `_progress` and `_demo`
-(what people and scripts see). The conversational layer: `_capture` (DSH events to exchanges),
-`_conversation` (bounded, redacted deliveries), `_recall` (first-step recall), `_memory` (capture,
-recall and the memory tools together), `_memory_config`. `notebook` is the read-only API for a
-notebook on the host; `_eval/` is `artmem eval`; `dsh/` is the TypeScript plugin that runs
-`artmem serve` inside the DeepSeek Harness.
+`config/` (the strict TOML configuration, data only); the shared host pieces `_stores` (the one
+place that builds a store from a configuration), `_runtime` (stores, outbox and Honcho client),
+`_catalogs`, `_views`, `_status`, `_progress`, `_lineage`, `_diff`, `_shortids`; `memory/` (the
+conversational memory); `worker/` (`artmem serve`: the JSONL worker and the tools); `eval/`
+(`artmem eval`); `ui/` (the catalog page); `notebook` (the read-only notebook API); `cli/` (the
+`artmem` commands); `dsh/` is the TypeScript plugin that runs `artmem serve` inside the
+DeepSeek Harness.
 
 Names load lazily (PEP 562): `artmem --help` loads none of them.
 """
@@ -21,6 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness_plugin._runtime import Runtime
+    from harness_plugin._stores import build_store
     from harness_plugin.worker._caller import Caller, parse_caller
     from harness_plugin.worker._tools import ToolHost
 
@@ -29,9 +27,10 @@ _EXPORTS = {
     "parse_caller": "harness_plugin.worker._caller",
     "Runtime": "harness_plugin._runtime",
     "ToolHost": "harness_plugin.worker._tools",
+    "build_store": "harness_plugin._stores",
 }
 
-__all__ = ["Caller", "Runtime", "ToolHost", "parse_caller"]
+__all__ = ["Caller", "Runtime", "ToolHost", "build_store", "parse_caller"]
 
 
 # Not `cards.lazy`: importing it would load the `cards` package (ids, errors, bounds) into

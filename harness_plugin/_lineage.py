@@ -14,7 +14,7 @@ from cards import ExperimentCardV1, InvalidInput, UnknownParent, excerpt
 from cards.lineage import Ancestry, ancestry, children_of, derived_freshness, descendants
 from cas import Store
 from harness_plugin import _shortids
-from harness_plugin._views import iso
+from harness_plugin._views import iso, printable
 
 
 def check_parents(store: Store, parents: Sequence[str], *, short: bool = False) -> list[str]:
@@ -102,8 +102,6 @@ def _node(card: ExperimentCardV1, role: str) -> dict[str, object]:
 
 def lineage_lines(view: dict[str, object]) -> list[str]:
     """`artmem lineage` for people: ancestors above, descendants below, one line each."""
-    from harness_plugin._views import printable
-
     nodes: list[dict[str, str]] = view["nodes"]  # type: ignore[assignment]  # lineage_view's
     lines: list[str] = []
     for role, heading in (("ancestor", "ancestors"), ("self", None), ("descendant", "children")):

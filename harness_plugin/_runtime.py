@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cards import NotOwner
+from harness_plugin._stores import build_store
 from harness_plugin.config import Config
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class Runtime:
         self.config = config
         self.environ: Mapping[str, str] = dict(os.environ) if environ is None else environ
         self.transport = transport
-        self.stores: dict[str, Store] = {p.id: config.store(p.id) for p in config.projects}
+        self.stores: dict[str, Store] = {p.id: build_store(config, p.id) for p in config.projects}
         self.outbox: Outbox | None = None
         self.indexer: CardIndexer | None = None
         honcho = config.honcho
@@ -107,7 +108,7 @@ class Runtime:
         )
 
     def sync(self, deadline_s: float | None = None) -> SyncReport:
-        """Reconcile card states, then deliver until empty or the deadline (spec §29.1).
+        """Reconcile card states, then deliver until empty or the deadline (Honcho spec §29.1).
 
         Raises:
             NotOwner: another worker owns the state root.

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Mapping
 from datetime import UTC, datetime
+
+import msgspec
 
 from cards.errors import ArtifactError
 from cas import LocalCatalog
 from fsedge import read_small
 from harness_plugin import _views
 from harness_plugin._progress import table_lines
+from harness_plugin._stores import build_store
 from harness_plugin.config import Config
 
 
@@ -24,7 +26,7 @@ def status_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]
     """
     projects = []
     for project in config.projects:
-        store = config.store(project.id)
+        store = build_store(config, project.id)
         catalog = LocalCatalog.open(store, config.state_root)
         usage = store.usage()
         projects.append(
@@ -134,7 +136,7 @@ def _search_mode(state_root: str) -> str:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return "unknown"
-        mode = json.loads(read_small(fd, 4096)).get("search")
+        mode = msgspec.json.decode(read_small(fd, 4096)).get("search")
     except (OSError, ValueError, AttributeError, ArtifactError):
         return "unknown"
     finally:

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from indexer import OutboxStats
 
 _SUMMARY_PREVIEW_CHARS = 400
-SLICE_FORMATS = ("table", "csv", "jsonl", "parquet")
 UNAVAILABLE_HINT = (
     "the bytes are missing or were quarantined by `fsck --repair`; record the original file "
     "again to restore them"
@@ -56,7 +55,7 @@ def artifact_view(card: ExperimentCardV1) -> dict[str, object]:
 def record_result(
     recorded: Recorded, *, honcho_queued: bool, state: IndexState | None = None
 ) -> dict[str, object]:
-    """What `record` reports (spec §31.2): local durability apart from remote queueing."""
+    """What `record` reports (Honcho spec §31.2): local durability apart from remote queueing."""
     card = recorded.card
     return {
         "experiment_id": card.experiment_id,
@@ -73,7 +72,7 @@ def record_result(
 
 
 def resolve_result(resolved: Resolved) -> dict[str, object]:
-    """What `resolve` reports (spec §31.3): the path only after verification."""
+    """What `resolve` reports (Honcho spec §31.3): the path only after verification."""
     return {
         "experiment_id": resolved.card.experiment_id,
         "path": resolved.path,

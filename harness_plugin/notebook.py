@@ -21,7 +21,7 @@ a bucket) through the configuration file the `artmem` CLI uses, and gets tables 
 `store.to_pandas(exp, ...)` and `store.to_polars(exp, ...)` return the same slice as a pandas or
 polars DataFrame where that library is installed; neither is needed otherwise.
 
-Why here: the composition root (DESIGN.md §2) is what knows configuration and projects. Why
+Why here: the composition root (ARCHITECTURE.md) is what knows configuration and projects. Why
 read-only: a notebook is a reader beside the harness; it never creates, writes or locks a file
 (a `read_only` store keeps even its verification proofs in memory), so a session of calls leaves
 the store exactly as it was. On a bucket nothing is written to the bucket; `resolve` fills the
@@ -56,6 +56,7 @@ from cards import (
 )
 from cas import LocalCatalog, Resolved, SearchHit, Store
 from harness_plugin import _shortids
+from harness_plugin._stores import build_store
 from harness_plugin.config import Config, load_config
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def open_store(
     """
     loaded = load_config(config)
     project_id = loaded.project_for(cwd or os.getcwd(), project)
-    return NotebookStore(loaded, loaded.store(project_id, read_only=True))
+    return NotebookStore(loaded, build_store(loaded, project_id, read_only=True))
 
 
 class NotebookStore:
@@ -226,8 +227,6 @@ class NotebookStore:
         self, experiment_id: str, columns: Sequence[str] | None = None, where: str | None = None
     ) -> Preview:
         """The first rows of a table result (bounded as `read_slice`), charted in Jupyter."""
-        import warnings
-
         from harness_plugin.ui import Preview
 
         with warnings.catch_warnings():  # a preview is the first rows: more is no news

@@ -1,4 +1,4 @@
-"""Card index states (spec §29.1 steps 5–7, §29.2): admission, outcomes and reconciliation.
+"""Card index states (Honcho spec §29.1 steps 5–7, §29.2): admission, outcomes and reconciliation.
 
 A committed card is admitted to the outbox; acknowledgements and dead letters come back as card
 states; reconciliation re-admits cards whose delivery was lost, exhausted or corrupt.

@@ -97,7 +97,7 @@ class SessionTarget(BaseModel):
     """Where a delivery goes: one Honcho session, and what kind of session it is.
 
     A conversation session belongs to one harness session, `dsh_session_id` (kept in the Honcho
-    session's metadata); its id is derived from it (DESIGN.md §3), which is checked here.
+    session's metadata); its id is derived from it (ARCHITECTURE.md, Identities), as checked here.
     """
 
     model_config = _FROZEN
@@ -127,7 +127,7 @@ class CardRef(BaseModel):
 
 
 class ConversationRef(BaseModel):
-    """The capture identity a conversation delivery id is computed from (spec §12.2).
+    """The capture identity a conversation delivery id is computed from (Honcho spec §12.2).
 
     With the target session and the message contents it gives the id; `roles[i]` is the role
     of `messages[i]`.
@@ -209,7 +209,7 @@ class OutboxEntry(BaseModel):
         """Whether this entry may be attempted at `now`."""
         return self.next_attempt_at is None or self.next_attempt_at <= now
 
-    def retried(self, *, now: datetime, delay_s: float, error: str) -> OutboxEntry:
+    def schedule_retry(self, *, now: datetime, delay_s: float, error: str) -> OutboxEntry:
         """This entry scheduled for another attempt after a failure."""
         return self.changed(next_attempt_at=now + timedelta(seconds=delay_s), last_error=error)
 
@@ -240,7 +240,7 @@ def _card_delivery_id(entry: OutboxEntry) -> str:
 
 
 def _conversation_delivery_id(entry: OutboxEntry) -> str:
-    """The delivery id a conversation document's identity and payload give (spec §12.2)."""
+    """The delivery id a conversation document's identity and payload give (Honcho spec §12.2)."""
     ref = entry.conversation
     if ref is None or entry.card is not None or len(ref.roles) != len(entry.messages):
         raise ValueError("a conversation delivery has an identity with one role per message")

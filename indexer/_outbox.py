@@ -105,14 +105,6 @@ class _Corrupt:
     identity: tuple[int, int] | None
 
 
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """A delivery that will not be retried, and why (an error code, never content)."""
-
-    entry: OutboxEntry
-    reason: str
-
-
 class Outbox:
     """The pending and dead-letter documents under one state root."""
 
@@ -217,12 +209,6 @@ class Outbox:
         with self._dirs() as (pending, dead, _tmp):
             entries, _invalid, moved = _load_all_moving(pending, dead)
         return sorted(entries, key=lambda e: (e.seq, e.delivery_id)), moved
-
-    def dead_letters(self) -> list[DeadLetter]:
-        """Every dead letter, with its reason."""
-        with self._dirs() as (_pending, dead, _tmp):
-            entries, _invalid = _load_all(dead)
-        return [DeadLetter(e, e.last_error or "unknown") for e in entries]
 
     def expired_dead_letters(self, older_than: float, *, remove: bool) -> list[tuple[str, int]]:
         """Dead-letter documents last written before `older_than`: (file name, bytes).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cards import ArtifactError, RemoteUnauthorized
@@ -51,7 +51,6 @@ class CircuitBreaker:
     opened_at: datetime | None = None
     probing: bool = False
     last_error: str | None = None
-    transitions: list[CircuitState] = field(default_factory=list)
 
     def allow(self, now: datetime) -> bool:
         """Whether a request may be sent at `now` (claims the single half-open probe)."""
@@ -93,4 +92,3 @@ class CircuitBreaker:
 
     def _move(self, state: CircuitState) -> None:
         self.state = state
-        self.transitions.append(state)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-import orjson
+import msgspec
 
 from cards import ArtifactError, NotOwner, RemoteError, RemoteRejected, canonical_json
 from fsedge import atomic_write, read_small, utc_now
@@ -276,7 +276,7 @@ class DeliveryWorker:
             return True
         delay = self.policy.delay(attempt.attempts, self.rand())
         self.ownership.check()
-        self.outbox.update(attempt.retried(now=now, delay_s=delay, error=str(exc.code)))
+        self.outbox.update(attempt.schedule_retry(now=now, delay_s=delay, error=str(exc.code)))
         report.retried += 1
         return False
 
@@ -335,7 +335,7 @@ def read_status(state_root: str) -> dict[str, object] | None:
     path = os.path.join(state_root, OUTBOX, WORKER_STATUS)
     try:
         with open(path, "rb") as handle:
-            document = orjson.loads(handle.read(65536))
-    except (OSError, orjson.JSONDecodeError):
+            document = msgspec.json.decode(handle.read(65536))
+    except (OSError, msgspec.DecodeError):
         return None
     return document if isinstance(document, dict) else None

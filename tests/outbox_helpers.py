@@ -16,7 +16,7 @@ T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 def make_entry(n: int, session: str = "sess-a", seq: int | None = None, parts: int = 1):
-    """A conversation delivery whose id is the one its content gives (spec §12.2)."""
+    """A conversation delivery whose id is the one its content gives (Honcho spec §12.2)."""
     contents = [f"message {n}.{i} for {session}" for i in range(parts)]
     ref = ConversationRef(
         workspace_id="ws",

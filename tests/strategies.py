@@ -41,7 +41,7 @@ def build_card(fields: dict[str, object], content: bytes = b"x", project: str = 
     from datetime import UTC, datetime
 
     from cards import ProjectId, parse_metadata
-    from cards.build import card_for_bytes
+    from cards.testing import card_for_bytes
 
     return card_for_bytes(
         content,

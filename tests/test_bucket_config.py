@@ -15,6 +15,7 @@ from host_helpers import export, write_config
 from cards import ConfigError, IndexState, IndexStatus
 from cards.errors import StoreIOError
 from cas import BucketStore, ProjectStore
+from harness_plugin import build_store
 from harness_plugin.config import load_config
 
 __all__ = ["bucket", "s3_endpoint"]  # fixtures, imported for pytest
@@ -26,7 +27,7 @@ SECRET_VALUE = "very-" + "secret-value"  # assembled: the repository holds no se
 
 def test_the_default_backend_is_local(tmp_path: Path):
     config, _ = write_config(tmp_path)
-    assert isinstance(load_config(str(config)).store("trial-analysis"), ProjectStore)
+    assert isinstance(build_store(load_config(str(config)), "trial-analysis"), ProjectStore)
 
 
 def test_an_s3_backend_builds_a_bucket_store_with_its_cache_under_the_state_root(tmp_path: Path):
@@ -35,7 +36,7 @@ def test_an_s3_backend_builds_a_bucket_store_with_its_cache_under_the_state_root
         '[storage]\nbackend = "s3"\nbucket = "lab-artifacts"\nprefix = "artmem"\n'
         'endpoint_url = "http://127.0.0.1:9000"\nregion = "us-east-1"\n',
     )
-    store = load_config(str(config)).store("trial-analysis")
+    store = build_store(load_config(str(config)), "trial-analysis")
     assert isinstance(store, BucketStore)
     assert store.settings.cache_root == str(tmp_path / "state" / "bucket-cache")
     assert store.keys.root.startswith("artmem/projects/prj_")

@@ -17,6 +17,7 @@ import cas._bucket._migrate as migrate_module
 from cards import ProjectId
 from cas import BucketStore, IntegrityMode, ProjectStore, Provenance, migrate
 from cas._layout import ProjectLayout
+from harness_plugin import build_store
 from harness_plugin.config import load_config
 
 __all__ = ["bucket", "s3_endpoint"]  # fixtures, imported for pytest
@@ -81,7 +82,7 @@ def test_migrate_copies_every_card_and_object_and_a_second_run_sends_nothing(
     assert again["objects_sent"] == 0 and again["objects_present"] == 3
     assert again["cards_created"] == 0 and again["cards_present"] == 3 and again["ok"]
     # Another host (its own state root, no local store) resolves every result from the bucket.
-    other = load_config(str(config)).store(PROJECT)
+    other = build_store(load_config(str(config)), PROJECT)
     assert isinstance(other, BucketStore)
     by_title = {f"Result {name}": data for name, data in files.items()}
     for exp in ids:
@@ -95,7 +96,7 @@ def test_an_interrupted_migration_resumes_and_never_leaves_a_card_without_its_ob
     files = {f"r{i}.bin": os.urandom(1024 + i) for i in range(4)}
     local_config, _, _ = _record_locally(tmp_path, files)
     config = load_config(str(_with_bucket(local_config, s3_endpoint, bucket)))
-    target = config.store(PROJECT)
+    target = build_store(config, PROJECT)
     assert isinstance(target, BucketStore)
     local = ProjectStore(
         config.artifact_root, PROJECT, integrity=IntegrityMode.ALWAYS, read_only=True

@@ -1,18 +1,21 @@
 """The `artmem` command line: the host side for an operator at a terminal or a script.
 
-This module is argument parsing only: `artmem --help` loads argparse and nothing of the store.
-A command's module (`_artifact_commands`, `_operator_commands`) is imported when it runs.
+This module is parsing and dispatch; the options of each command are in `_arguments`. Each
+command runs through a small function that imports its module (`_artifact_commands`,
+`_operator_commands`) when it runs: importing them up front would cost `artmem --help` the
+store's modules (60-180 ms by `-X importtime` on a 2-CPU VM, more than the rest of its start).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn, TextIO
+
+from harness_plugin.cli import _arguments as options
 
 if TYPE_CHECKING:
     from cards import ArtifactError
@@ -20,7 +23,6 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a reader that closed early (SIGPIPE)
-SLICE_FORMATS = ("table", "csv", "jsonl", "parquet")
 
 
 class _ParseFailure(Exception):
@@ -103,22 +105,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
-def _import_msgspec() -> None:
-    """Import msgspec before a command does, without `typing_extensions` (a no-op once loaded).
-
-    msgspec resolves annotations through typing_extensions when it can import it, which with
-    `inspect` and `ast` costs every command about 10 ms; on Python 3.11 `typing` resolves every
-    annotation of ours the same way. Only this single-threaded start hides the module, briefly.
-    """
-    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
-        return
-    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # its import now fails
-    try:
-        import msgspec  # noqa: F401
-    finally:
-        del sys.modules["typing_extensions"]
-
-
 def _main(argv: list[str]) -> int:
     parser = _parser(argv)
     try:
@@ -139,7 +125,6 @@ def _main(argv: list[str]) -> int:
         return _usage(
             args.json, "demo runs in its own temporary workspace: it takes no --config or --project"
         )
-    _import_msgspec()
     from cards import ArtifactError, ObjectMissing
     from cas.slicing import ONE_THREAD_ENV, import_readers
 
@@ -147,13 +132,9 @@ def _main(argv: list[str]) -> int:
     # command that reads a table forks its bounded reader from a single-threaded process.
     for name, value in ONE_THREAD_ENV.items():
         os.environ.setdefault(name, value)
-    if args.run in _TABLE_RUNS:
+    run: _Run = args.run
+    if run in _TABLE_RUNS:
         import_readers()  # pyarrow without numpy, which no command uses (~0.15 s)
-
-    module, _, function = args.run.partition(":")
-    run: Callable[[argparse.Namespace], Outcome] = getattr(
-        importlib.import_module(f"harness_plugin.cli.{module}"), function
-    )
     try:
         outcome = run(args)
     except ObjectMissing as exc:
@@ -249,296 +230,194 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-# -- the arguments of each command ---------------------------------------------------------
+# -- what runs each command: its module is imported only when the command runs ------------
 
 
-def _record_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--session", required=True, help="the harness session that exported the file")
-    p.add_argument("path", help="file in <rlm_root>/sessions/SESSION/exports/ (or relative to it)")
-    p.add_argument("--title", required=True, help="one line naming the result")
-    p.add_argument("--summary", required=True, help="what the result holds and how it was made")
-    p.add_argument(
-        "--query-fingerprint",
-        required=True,
-        help="64 lowercase hex characters: SHA-256 of a stable description of the query",
-    )
-    p.add_argument("--source", required=True, help="where the data came from")
-    p.add_argument("--source-version", required=True, help="dataset version, or 'unknown'")
-    p.add_argument(
-        "--media-type",
-        help="e.g. text/csv (default: detected from the content, Parquet and Arrow for certain; "
-        "a re-record keeps the card's type)",
-    )
-    p.add_argument(
-        "--tag",
-        action="append",
-        dest="tags",
-        metavar="TAG",
-        help="a tag; repeat for more (a re-record without --tag keeps the tags; --tag '' clears)",
-    )
-    p.add_argument(
-        "--column",
-        action="append",
-        dest="columns",
-        metavar="COLUMN",
-        help="a column name; repeat for more (omitted on a re-record: kept; --column '' clears)",
-    )
-    p.add_argument(
-        "--derived-from",
-        action="append",
-        dest="parents",
-        metavar="EXPERIMENT_ID",
-        help="an experiment of this project the result was derived from; one option per parent "
-        "(fixed at the first record: a re-record keeps them)",
-    )
+def _record(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _artifact_commands
+
+    return _artifact_commands.record(args)
 
 
-def _resolve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment_id", help=_EXP_HELP)
-    p.add_argument("--current-source-version", help="compare freshness against this version")
+def _resolve(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _artifact_commands
+
+    return _artifact_commands.resolve(args)
 
 
-def _show_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment_id", help=_EXP_HELP)
-    p.add_argument("--current-source-version", help="compare freshness against this version")
+def _show(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _artifact_commands
+
+    return _artifact_commands.show_command(args)
 
 
-def _slice_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment_id", help=_EXP_HELP)
-    p.add_argument("--columns", help="comma-separated columns (default: all)")
-    p.add_argument("--where", help='filter, e.g. "cohort in (1, 2) and dose >= 10"')
-    p.add_argument(
-        "--limit",
-        type=int,
-        help="at most N rows (default: the limit; with --out as parquet/csv/jsonl: all rows)",
-    )
-    p.add_argument("--offset", type=int, default=0, help="skip the first N matching rows")
-    p.add_argument(
-        "--format",
-        choices=SLICE_FORMATS,
-        help="how to write the rows (default: from the --out extension "
-        ".parquet/.csv/.jsonl/.txt, else an aligned table)",
-    )
-    p.add_argument(
-        "--out",
-        help="write the rows to a new FILE (atomically, never over an existing file) instead "
-        "of stdout; parquet, csv and jsonl are streamed, not capped by [slice] max_rows and "
-        "max_bytes",
-    )
-    p.add_argument("--current-source-version", help="compare freshness against this version")
+def _slice(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _artifact_commands
+
+    return _artifact_commands.slice_command(args)
 
 
-def _search_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", help="words to find in titles, summaries, tags and columns")
-    p.add_argument("--limit", type=int, help="how many hits (default and maximum: the limit)")
+def _search(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _artifact_commands
+
+    return _artifact_commands.search(args)
 
 
-def _list_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--tag",
-        action="append",
-        dest="tags",
-        default=[],
-        metavar="TAG",
-        help="only experiments with this tag; repeat: all must match",
-    )
-    p.add_argument("--source", help="only experiments from this source")
-    p.add_argument("--since", help="only experiments created on or after YYYY-MM-DD (UTC)")
-    p.add_argument("--media-type", help="only experiments of this media type, e.g. text/csv")
+def _list(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _artifact_commands
+
+    return _artifact_commands.list_experiments(args)
 
 
-def _export_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment_id", help=_EXP_HELP)
-    p.add_argument("dest", help="the file to write (refused if it exists, unless --force)")
-    p.add_argument("--force", action="store_true", help="replace DEST atomically if it exists")
+def _export(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _artifact_commands
+
+    return _artifact_commands.export(args)
 
 
-def _lineage_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment_id", help=_EXP_HELP)
+def _lineage(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _artifact_commands
+
+    return _artifact_commands.lineage(args)
 
 
-def _diff_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("first", metavar="A", help=_EXP_HELP)
-    p.add_argument("second", metavar="B", help="the experiment to compare A with")
-    p.add_argument(
-        "--rows",
-        action="store_true",
-        help="also compare rows, matched by --key (bounded by [slice] max_rows and max_bytes)",
-    )
-    p.add_argument("--key", metavar="COL", help="the column that identifies a row (with --rows)")
+def _diff(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _artifact_commands
+
+    return _artifact_commands.diff(args)
 
 
-def _ui_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free)")
-    p.add_argument("--open", action="store_true", help="open the page in a web browser")
+def _ui(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _artifact_commands
+
+    return _artifact_commands.ui(args)
 
 
-def _migrate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--to",
-        choices=["s3"],
-        required=True,
-        help='the target: the bucket of [storage] (backend = "s3")',
-    )
+def _fsck(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _operator_commands
+
+    return _operator_commands.fsck(args)
 
 
-def _edit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment_id", help=_EXP_HELP)
-    p.add_argument("--title", help="a new title")
-    p.add_argument("--summary", help="a new summary")
-    p.add_argument("--source", help="a new source label")
-    p.add_argument("--add-tag", action="append", dest="add_tags", default=[], metavar="TAG")
-    p.add_argument("--remove-tag", action="append", dest="remove_tags", default=[], metavar="TAG")
-    p.add_argument(
-        "--column",
-        action="append",
-        dest="columns",
-        metavar="COLUMN",
-        help="the column names, replacing the card's; repeat for more (--column '' clears)",
-    )
-    p.add_argument(
-        "--if-revision",
-        metavar="REV",
-        help="edit only if the card is still at this revision (as the last edit printed)",
-    )
-    for name in ("--query-fingerprint", "--source-version", "--artifact"):  # refused, clearly
-        p.add_argument(name, help=argparse.SUPPRESS)
+def _migrate(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _operator_commands
+
+    return _operator_commands.migrate(args)
 
 
-def _rm_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("experiment_ids", nargs="+", metavar="EXPERIMENT_ID", help=_EXP_HELP)
+def _status(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _operator_commands
+
+    return _operator_commands.status(args)
 
 
-def _gc_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--apply",
-        action="store_true",
-        help="delete what the dry run lists (default: list it and delete nothing)",
-    )
+def _sync(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _operator_commands
+
+    return _operator_commands.sync(args)
 
 
-def _fsck_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--repair",
-        action="store_true",
-        help="remove stale temp files and quarantine corrupt objects (never deletes objects)",
-    )
+def _serve(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _operator_commands
+
+    return _operator_commands.serve(args)
 
 
-def _sync_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--deadline", type=float, help="seconds to keep delivering (default: config)")
+def _demo(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _operator_commands
+
+    return _operator_commands.demo(args)
 
 
-def _no_args(p: argparse.ArgumentParser) -> None:
-    del p
+def _eval(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _operator_commands
+
+    return _operator_commands.run_eval(args)
 
 
-def _completion_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "shell",
-        choices=("bash", "zsh", "fish", "ids"),
-        help="the shell (`ids PREFIX`: the experiment ids the scripts complete)",
-    )
-    p.add_argument("prefix", nargs="?", help=argparse.SUPPRESS)
+def _edit(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _lifecycle_commands
+
+    return _lifecycle_commands.edit(args)
 
 
-def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--keep", action="store_true", help="keep the temporary workspace")
+def _rm(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _lifecycle_commands
+
+    return _lifecycle_commands.remove(args)
 
 
-def _eval_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--report", metavar="PATH", help="also write the JSON report to PATH")
-    p.add_argument(
-        "--live",
-        action="store_true",
-        help="run against the Honcho of [honcho] in --config instead of the fake; creates, "
-        "and afterwards deletes, only its own uniquely named synthetic workspaces",
-    )
-    p.add_argument(
-        "--case",
-        action="append",
-        dest="cases",
-        default=[],
-        metavar="ID",
-        help="only this corpus case (id or number, e.g. 5 or c05-correction); repeat for more",
-    )
-    p.add_argument(
-        "--from",
-        dest="judge",
-        metavar="PATH",
-        help="run nothing: judge the gates of a report written elsewhere (e.g. Stage A, MCP)",
-    )
+def _gc(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _lifecycle_commands
+
+    return _lifecycle_commands.gc(args)
 
 
-_EXP_HELP = (
-    "an experiment id (exp_…), or a unique prefix of at least 8 characters after exp_ (exp_ may "
-    "be left out, as `list` prints it)"
-)
-_ALIASES = {"list": ["ls"]}
-_NO_CONFIGURATION = frozenset({"_operator_commands:demo"})  # it builds its own workspace
+def _complete(args: argparse.Namespace) -> Outcome:
+    from harness_plugin.cli import _completion
+
+    return _completion.completion(args, _parser(None))
+
+
+_Run = Callable[[argparse.Namespace], "Outcome"]
 _Configure = Callable[[argparse.ArgumentParser], None]
-_ART = "_artifact_commands:"
+_ALIASES = {"list": ["ls"]}
+_NO_CONFIGURATION: frozenset[_Run] = frozenset({_demo})  # it builds its own workspace
 # The commands that read tables: their pyarrow loads first, without numpy.
-_TABLE_RUNS = frozenset({_ART + "show_command", _ART + "slice_command", _ART + "diff", _ART + "ui"})
-_OPS = "_operator_commands:"
-_LIFE = "_lifecycle_commands:"
-# name: (summary, arguments, "module:function" that runs it, imported only then)
-_COMMANDS: dict[str, tuple[str, _Configure, str]] = {
-    "record": ("record an exported file and its experiment card", _record_args, _ART + "record"),
+_TABLE_RUNS: frozenset[_Run] = frozenset({_show, _slice, _diff, _ui})
+# name: (summary, its options, what runs it)
+_COMMANDS: dict[str, tuple[str, _Configure, _Run]] = {
+    "record": ("record an exported file and its experiment card", options.record_args, _record),
     "resolve": (
         "verify an experiment's bytes and print their path",
-        _resolve_args,
-        _ART + "resolve",
+        options.resolve_args,
+        _resolve,
     ),
     "show": (
         "the card and, for a table, its schema, sizes and statistics",
-        _show_args,
-        _ART + "show_command",
+        options.show_args,
+        _show,
     ),
     "slice": (
         "read chosen columns and rows of a table result, bounded",
-        _slice_args,
-        _ART + "slice_command",
+        options.slice_args,
+        _slice,
     ),
-    "search": ("search this project's experiment cards", _search_args, _ART + "search"),
-    "list": ("this project's experiments, newest first", _list_args, _ART + "list_experiments"),
-    "export": ("copy an experiment's verified bytes to a file", _export_args, _ART + "export"),
-    "lineage": (
-        "an experiment's ancestors and descendants",
-        _lineage_args,
-        _ART + "lineage",
-    ),
-    "diff": ("compare two experiments: card, schema, statistics, rows", _diff_args, _ART + "diff"),
-    "ui": ("serve a read-only catalog page on 127.0.0.1", _ui_args, _ART + "ui"),
-    "fsck": ("check every object and card of the project", _fsck_args, _OPS + "fsck"),
+    "search": ("search this project's experiment cards", options.search_args, _search),
+    "list": ("this project's experiments, newest first", options.list_args, _list),
+    "export": ("copy an experiment's verified bytes to a file", options.export_args, _export),
+    "lineage": ("an experiment's ancestors and descendants", options.lineage_args, _lineage),
+    "diff": ("compare two experiments: card, schema, statistics, rows", options.diff_args, _diff),
+    "ui": ("serve a read-only catalog page on 127.0.0.1", options.ui_args, _ui),
+    "fsck": ("check every object and card of the project", options.fsck_args, _fsck),
     "migrate": (
         "copy the local project store into the configured S3-compatible bucket",
-        _migrate_args,
-        _OPS + "migrate",
+        options.migrate_args,
+        _migrate,
     ),
     "edit": (
         "change an experiment card's title, summary, tags or columns",
-        _edit_args,
-        _LIFE + "edit",
+        options.edit_args,
+        _edit,
     ),
-    "rm": ("remove experiments (audited; bytes stay until gc)", _rm_args, _LIFE + "remove"),
-    "gc": ("list (or --apply: delete) what no card needs", _gc_args, _LIFE + "gc"),
-    "status": ("content-free counts and settings", _no_args, _OPS + "status"),
-    "sync": ("reconcile card index states and deliver the outbox once", _sync_args, _OPS + "sync"),
-    "serve": ("run the JSONL worker for the harness on stdin/stdout", _no_args, _OPS + "serve"),
+    "rm": ("remove experiments (audited; bytes stay until gc)", options.rm_args, _rm),
+    "gc": ("list (or --apply: delete) what no card needs", options.gc_args, _gc),
+    "status": ("content-free counts and settings", options.no_args, _status),
+    "sync": ("reconcile card index states and deliver the outbox once", options.sync_args, _sync),
+    "serve": ("run the JSONL worker for the harness on stdin/stdout", options.no_args, _serve),
     "demo": (
         "run a self-contained demonstration in a temporary workspace",
-        _demo_args,
-        _OPS + "demo",
+        options.demo_args,
+        _demo,
     ),
     "eval": (
-        "run the evaluation corpus (spec §22) and check the promotion gates",
-        _eval_args,
-        _OPS + "run_eval",
+        "run the evaluation corpus (Honcho spec §22) and check the promotion gates",
+        options.eval_args,
+        _eval,
     ),
     "completion": (
         "print a shell completion script: bash, zsh or fish",
-        _completion_args,
-        "_completion:completion",
+        options.completion_args,
+        _complete,
     ),
 }

@@ -13,6 +13,7 @@ import sys
 from cards import InvalidInput, SourceMissing, excerpt, parse_session_id
 from cas import Provenance
 from harness_plugin import _shortids, _views
+from harness_plugin._lineage import carry_freshness, check_parents, lineage_lines, lineage_view
 from harness_plugin._progress import progress_for
 from harness_plugin.cli._command import Outcome, start
 
@@ -35,8 +36,6 @@ def record(args: argparse.Namespace) -> Outcome:
         if values is not None:
             fields[name] = [value for value in values if value != ""]
     if args.parents is not None:  # omitted: a re-record keeps the card's parents
-        from harness_plugin._lineage import check_parents
-
         fields["derived_from"] = check_parents(store, args.parents, short=True)
     metadata = parse_metadata(fields)
     bar = progress_for(sys.stderr, "recording", enabled=not args.json)
@@ -66,8 +65,6 @@ def resolve(args: argparse.Namespace) -> Outcome:
         if bar is not None:
             bar.close()
     view = _views.resolve_result(resolved)
-    from harness_plugin._lineage import carry_freshness
-
     carry_freshness(view, store, resolved.card, args.current_source_version)
     return Outcome(view, _views.resolve_lines(view))
 
@@ -78,15 +75,11 @@ def show_command(args: argparse.Namespace) -> Outcome:
     runtime, store = start(args)
     limits = runtime.config.slice.resolve()
     view = show(store, args.experiment_id, args.current_source_version, limits)
-    from harness_plugin._lineage import carry_freshness
-
     carry_freshness(view, store, store.load_card(args.experiment_id), args.current_source_version)
     return Outcome(view, show_lines(view))
 
 
 def lineage(args: argparse.Namespace) -> Outcome:
-    from harness_plugin._lineage import lineage_lines, lineage_view
-
     _, store = start(args)
     view = lineage_view(store, args.experiment_id)
     return Outcome(view, lineage_lines(view))

@@ -20,17 +20,17 @@ from harness_plugin.cli._command import Outcome, UsageError, start
 SHELLS = ("bash", "zsh", "fish")
 MAX_IDS = 500
 # The commands whose positional arguments are experiment ids.
-ID_COMMANDS = ("resolve", "show", "slice", "export", "lineage", "diff")
+ID_COMMANDS = ("resolve", "show", "slice", "export", "lineage", "diff", "edit", "rm")
 
 
-def completion(args: argparse.Namespace) -> Outcome:
-    """The completion script for `args.shell`, or (`ids`) the experiment ids it completes."""
+def completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Outcome:
+    """The completion script for `args.shell` (from `parser`), or (`ids`) the ids it completes."""
     if args.shell == "ids":
         ids = experiment_ids(args, args.prefix or "")
         return Outcome({"experiment_ids": ids}, ids)
     if args.prefix is not None:
         raise UsageError(f"`artmem completion {args.shell}` takes no other argument")
-    script = SCRIPTS[args.shell](_commands())
+    script = SCRIPTS[args.shell](_commands(parser))
     return Outcome({"shell": args.shell, "script": script}, script.splitlines())
 
 
@@ -50,10 +50,7 @@ class _Command:
         self.valued = valued  # options that take a value
 
 
-def _commands() -> list[_Command]:
-    from harness_plugin.cli import _parser
-
-    parser = _parser(None)
+def _commands(parser: argparse.ArgumentParser) -> list[_Command]:
     commands: list[_Command] = []
     for action in parser._subparsers._group_actions if parser._subparsers else ():  # noqa: SLF001
         if not isinstance(action, argparse._SubParsersAction):  # noqa: SLF001

@@ -17,6 +17,7 @@ from cards import Freshness, parse_metadata, parse_session_id
 from cas import Catalog, Provenance, Store
 from harness_plugin import _views
 from harness_plugin._progress import progress_for
+from harness_plugin._stores import build_store
 from harness_plugin.config import Config, config_from_mapping
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def _run(
     workspace: Path, say: Say, bar_stream: TextIO, show_progress: bool
 ) -> list[dict[str, object]]:
     config = _config(workspace)
-    store = config.store(PROJECT)
+    store = build_store(config, PROJECT)
     steps: list[dict[str, object]] = []
     say(f"artmem demo: a fresh workspace with project {PROJECT!r} and session {SESSION!r}")
 

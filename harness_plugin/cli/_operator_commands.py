@@ -13,6 +13,7 @@ from harness_plugin import _views
 from harness_plugin._progress import progress_for
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_lines, status_view
+from harness_plugin._stores import build_store
 from harness_plugin.cli._command import EXIT_ERROR, EXIT_OK, Outcome, start
 from harness_plugin.config import load_config
 
@@ -161,7 +162,7 @@ def sync(args: argparse.Namespace) -> Outcome:
 def status(args: argparse.Namespace) -> Outcome:
     config = load_config(args.config)
     view = status_view(config, os.environ)
-    names = {str(config.store(p.id).layout.key): p.id for p in config.projects}
+    names = {str(build_store(config, p.id).layout.key): p.id for p in config.projects}
     return Outcome(view, status_lines(view, names, terminal=sys.stdout.isatty()))
 
 

@@ -1,7 +1,7 @@
 """`[capture]` and `[recall]`: the conversational layer's configuration, both off by default.
 
 A mistake fails at start (strict, like the rest of the file); at run time every remote failure
-fails open. Bounds follow spec §11.2 and §13.3.
+fails open. Bounds follow Honcho spec §11.2 and §13.3.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class RecallMode(enum.StrEnum):
 
 
 class CaptureConfig(Section, frozen=True):
-    """Capture of completed root turns into Honcho (spec §11)."""
+    """Capture of completed root turns into Honcho (Honcho spec §11)."""
 
     mode: CaptureMode = CaptureMode.OFF
     max_message_chars: Annotated[int, Meta(ge=100, le=25_000)] = 8_000
@@ -53,7 +53,7 @@ class CaptureConfig(Section, frozen=True):
 
 
 class RecallConfig(Section, frozen=True):
-    """First-step recall (spec §13) and the bounds of `memory_recall`."""
+    """First-step recall (Honcho spec §13) and the bounds of `memory_recall`."""
 
     mode: RecallMode = RecallMode.OFF
     timeout_ms: Annotated[int, Meta(ge=10, le=10_000)] = 1_500

@@ -1,10 +1,10 @@
-"""`artmem eval`: the corpus of spec §22, a memory-disabled baseline, telemetry and the gates.
+"""`artmem eval`: the Honcho spec §22 corpus, a memory-disabled baseline, telemetry, the gates.
 
 Rooms: `_corpus` (the declarative cases in `corpus/`, validated), `_backend` (the fake Honcho over
 HTTP, or a configured one with its own synthetic workspaces), `_world` (people, machines,
 workers, names), `_play` and `_steps` (replaying a case through the worker's op handlers),
 `_checks` (expectations and leakage), `_transport` (what was sent to Honcho), `_telemetry` (the
-report: spec §8.3 and nothing said), `_gates` (the promotion gates), `_runner`, `_table`.
+report: Honcho spec §8.3 and nothing said), `_gates` (the promotion gates), `_runner`, `_table`.
 
 Loaded only by `artmem eval`, never by `artmem --help`.
 """
@@ -14,7 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
+from cards import InvalidInput, validation_message
 from harness_plugin.eval._corpus import load_corpus, select
+from harness_plugin.eval._gates import gates
 from harness_plugin.eval._table import passed, report_lines, write_report
 from harness_plugin.eval._telemetry import CaseReport, Report
 
@@ -42,6 +46,7 @@ def evaluate(
         RemoteMisconfigured: live: a synthetic workspace name is already taken.
         RemoteUnavailable, RemoteUnauthorized, RemoteRejected: live: Honcho failed or refused.
     """
+    # Here: they load the worker and the Honcho fake, which judging a report needs neither of.
     from harness_plugin.eval._backend import fake_backend, live_backend
     from harness_plugin.eval._runner import run_corpus
 
@@ -64,11 +69,6 @@ def judge(path: str) -> Report:
     Raises:
         InvalidInput: the file cannot be read, or is not a report of this format.
     """
-    from pydantic import ValidationError
-
-    from cards import InvalidInput, validation_message
-    from harness_plugin.eval._gates import gates
-
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_REPORT_BYTES + 1)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, cast
 
-import orjson
+import msgspec
 
 from cards import ArtifactError
 from harness_plugin.eval._checks import Labelled, Seen, norm
@@ -58,8 +58,8 @@ def call(turn: TurnPlay, made: Call) -> tuple[str, str]:
     if code == "ok" and made.facts:
         card = [run.fill(fact, actor) for fact in made.facts]
         run.facts.add(card, Scope(actor.workspace, None, scope.project))
-    shown = orjson.dumps(result).decode() if result is not None else code
-    return orjson.dumps(arguments).decode(), shown
+    shown = msgspec.json.encode(result).decode() if result is not None else code
+    return msgspec.json.encode(arguments).decode(), shown
 
 
 def _degraded(turn: TurnPlay, tool: str, result: Mapping[str, object] | None) -> None:

@@ -1,4 +1,4 @@
-"""The evaluation corpus (spec §22): one declarative TOML scenario per case, validated strictly.
+"""The evaluation corpus (Honcho spec §22): one declarative TOML scenario a case, strictly valid.
 
 A case names its synthetic people and projects, then plays steps: turns of DSH sessions (a turn
 may ask for first-step recall and make tool calls, each with expectations), long histories,

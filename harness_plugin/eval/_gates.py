@@ -1,4 +1,4 @@
-"""The promotion gates of spec §22, computed from a report alone.
+"""The promotion gates of Honcho spec §22, computed from a report alone.
 
 A gate is measured when the report holds what it needs (a run of a case of its kind, a first
 step, an injection); an unmeasured gate is neither passed nor failed. Gates read the memory runs,
@@ -29,7 +29,7 @@ TAGGED = {
 
 
 def gates(report: Report) -> list[Gate]:
-    """Every gate, in the order spec §22 lists them."""
+    """Every gate, in the order Honcho spec §22 lists them."""
     found = [isolation(report)]
     found += [tagged(report, tag, words) for tag, words in TAGGED.items()]
     found += [secrets(report), latency(report), budget(report), improvement(report)]

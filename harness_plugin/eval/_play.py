@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
+import msgspec
 
 from cards import ArtifactError
 from harness_plugin.eval import _steps, _turn
@@ -171,4 +171,4 @@ class CaseRun:
 
 
 def _contains(data: bytes, value: str) -> bool:
-    return value.encode() in data or orjson.dumps(value)[1:-1] in data
+    return value.encode() in data or msgspec.json.encode(value)[1:-1] in data

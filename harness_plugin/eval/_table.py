@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-import orjson
+import msgspec
 
 from harness_plugin.eval._telemetry import RECALLS, CaseReport, Report, Run
 
@@ -56,7 +56,7 @@ def report_lines(report: Report, path: str | None) -> list[str]:
         HEADER,
         *(case_line(case) for case in report.cases),
         "",
-        "promotion gates (spec §22):",
+        "promotion gates (Honcho spec §22):",
         *gate_lines(report),
         "",
     ]
@@ -98,7 +98,9 @@ def passed(report: Report) -> bool:
 
 def write_report(report: Report, path: str) -> None:
     """Write the JSON report atomically (a temporary file beside it, then a rename)."""
-    data = orjson.dumps(report.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"
+    data = (
+        msgspec.json.format(msgspec.json.encode(report.model_dump(mode="json")), indent=2) + b"\n"
+    )
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".artmem-eval-", suffix=".tmp", dir=directory)
     try:

@@ -1,4 +1,4 @@
-"""The evaluation report: exactly the telemetry of spec §8.3, and nothing that was said.
+"""The evaluation report: exactly the telemetry of Honcho spec §8.3, and nothing that was said.
 
 Per case: its id and the synthetic workspace, peer and project ids; per run (memory on, and the
 memory-disabled baseline), every probe's recall method and result count, latency, outcome code,
@@ -155,7 +155,7 @@ class CaseReport(BaseModel):
 
 
 class Gate(BaseModel):
-    """One promotion gate of spec §22: passed or not, with its number."""
+    """One promotion gate of Honcho spec §22: passed or not, with its number."""
 
     model_config = _OUT
 

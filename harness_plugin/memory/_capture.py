@@ -1,4 +1,4 @@
-"""Reading DSH session events (spec §11.1): one exchange per completed root turn, nothing else.
+"""Reading DSH session events (Honcho spec §11.1): one exchange per completed root turn, no more.
 
 A turn's exchange is its committed `user/message` events whose source is the person
 (`data.source.kind == "user"`), in order, and the turn's final textual `assistant/message` (its

@@ -1,4 +1,4 @@
-"""What a conversational delivery holds (spec §11.2–§11.3, §12.2): bounded, redacted, identified.
+"""A conversational delivery (Honcho spec §11.2–§11.3, §12.2): bounded, redacted, identified.
 
 An exchange (a completed root turn), a note (`memory_record`) and a correction (`memory_correct`)
 all become one outbox entry for the harness session's Honcho session. Before anything is

@@ -1,4 +1,4 @@
-"""First-step recall (spec §13): at most one bounded, labelled memory block per root turn.
+"""First-step recall (Honcho spec §13): at most one bounded, labelled memory block per root turn.
 
 Only on step 1 of a root turn, and at most once per turn even across a worker restart: the turn
 number is written durably (`<state_root>/recall/<honcho session>.turn`) before the block is
@@ -29,7 +29,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import orjson
+import msgspec
 
 from cards import ArtifactError
 from cards.redaction import normalise_text, outbound_query
@@ -249,7 +249,7 @@ class Recall:
             return cached[1], None
         self.count("recall.attempt")
         try:
-            recalled = self.bounded(*self.reads(project_id, query))
+            recalled = self.bound_items(*self.reads(project_id, query))
         except RecallFailed as exc:
             return None, exc.reason
         cards = experiments(query) if experiments is not None else []
@@ -266,7 +266,7 @@ class Recall:
                     self._cache.popitem(last=False)
         return injection, None
 
-    def bounded(self, context: UserContext, hits: Sequence[MemoryHit]) -> Recalled:
+    def bound_items(self, context: UserContext, hits: Sequence[MemoryHit]) -> Recalled:
         """The global and project items as the block shows them: inert lines, bounded."""
         limit, truncated = self.config.max_item_chars, 0
         lines = [*context.peer_card, *context.representation.splitlines()]
@@ -306,7 +306,7 @@ class Recall:
         except OSError:
             return 1 << 62  # unreadable: refuse rather than risk a second injection
         try:
-            turn = orjson.loads(read_small(fd, 4096)).get("turn")
+            turn = msgspec.json.decode(read_small(fd, 4096)).get("turn")
         except (ValueError, AttributeError, ArtifactError):
             return 1 << 62
         finally:
@@ -315,7 +315,7 @@ class Recall:
 
     def _mark(self, session_id: str, turn: int) -> None:
         with recall_dir(self.state_root) as directory:
-            data = orjson.dumps({"turn": turn})
+            data = msgspec.json.encode({"turn": turn})
             atomic_write(directory, self._marker_name(session_id), data, directory, "recall")
             now = self.clock()
             if now >= self._next_prune:

@@ -16,7 +16,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import datetime
 from typing import Protocol
 
-import orjson
+import msgspec
 
 from cards.redaction import remove_placeholders
 from fsedge import atomic_write, make_dirs, make_root, open_dir
@@ -120,7 +120,7 @@ def fuse(question: str, answers: Sequence[tuple[str, MemorySearch]]) -> list[Mem
 def save_search_mode(state_root: str, mode: str, when: datetime) -> None:
     """Persist what the server offered, for `artmem status` (`<state_root>/recall/`)."""
     with recall_dir(state_root) as directory:
-        data = orjson.dumps({"search": mode, "seen_at": when.isoformat()})
+        data = msgspec.json.encode({"search": mode, "seen_at": when.isoformat()})
         atomic_write(directory, SEARCH_MODE_FILE, data, directory, "recall")
 
 

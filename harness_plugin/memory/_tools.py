@@ -5,8 +5,8 @@ turn writes one outbox document (the delivery worker sends it later); it never w
 Recall waits on Honcho only up to its deadline and fails open. Scope comes from the host's
 caller and the configuration, never from an argument.
 
-Consent, stronger than spec §14: `memory_record` and `memory_correct` accept only content that
-the person plainly said in their latest message of the calling root session (`_consent`: whole
+Consent, stronger than Honcho spec §14: `memory_record` and `memory_correct` accept only content
+that the person plainly said in their latest message of the calling root session (`_consent`: whole
 clauses, not withheld, asked, quoted or denied). The model's own claims, text from another
 session and a child agent's call are refused with `memory.consent_refused`; a call naming a
 session from another project's directory than where that session started, with
@@ -161,7 +161,7 @@ class ConversationMemory:
             context, hits = self.recall.reads(project, args.question)
         except RecallFailed as exc:
             return wire_memory.RecallResult(status="unavailable", reason=exc.reason)
-        recalled = self.recall.bounded(context, hits)
+        recalled = self.recall.bound_items(context, hits)
         replaced = superseded_ids(hits)
         limit = self.runtime.config.recall.max_item_chars
         items = [_item(hit, limit, hit.message_id in replaced) for hit in hits]

@@ -1,4 +1,4 @@
-"""Hybrid `memory_search` (spec §30.1, §31.4): local cards and Honcho card search, merged.
+"""Hybrid `memory_search` (Honcho spec §30.1, §31.4): local cards and Honcho card search, merged.
 
 The remote search starts first, in a worker thread, and the local search runs meanwhile; each
 has its own deadline, and a slow, failing or disabled Honcho never hides local results. Merge

@@ -1,4 +1,4 @@
-"""`artmem serve`: the JSONL worker the harness plugin talks to (DESIGN.md §6).
+"""`artmem serve`: the JSONL worker the harness plugin talks to.
 
 One JSON object a line on stdin, one reply a line on stdout; calls run concurrently and replies
 may come out of order (match them by `id`). A malformed line gets one error reply and never stops
@@ -15,8 +15,6 @@ and error codes, never arguments, results, card text or paths.
 
 from __future__ import annotations
 
-import json
-import re
 import signal
 import sys
 import threading
@@ -27,129 +25,36 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import BinaryIO, TextIO
 
-import orjson
+import msgspec
 
 from cards import (
     ArtifactError,
     InvalidRequest,
-    NotOwner,
     ShuttingDown,
 )
 from cas.slicing import start_helper, stop_helper
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_view
 from harness_plugin.worker._caller import parse_caller, parse_session_caller
+from harness_plugin.worker._delivery import Delivery, block_sigterm, log
+from harness_plugin.worker._lines import (
+    ID_SCAN_BYTES,
+    MAX_LINE_BYTES,
+    PROTOCOL,
+    Oversized,
+    best_id,
+    envelope,
+    prefix_id,
+    read_line,
+)
 from harness_plugin.worker._tools import ToolHost
-from indexer import DeliveryWorker, Ownership
 
-PROTOCOL = 1
 VERSION = "0.1.0"
 OPS = ("hello", "tools/list", "tools/call", "events/append", "recall/first-step", "status")
-MAX_LINE_BYTES = 1 << 20
-DISCARD_PIECE_BYTES = 1 << 16  # the rest of an oversized line is read and dropped in these
-ID_SCAN_BYTES = 1 << 16  # how much of an oversized line is searched for its request id
-MAX_ID_CHARS = 200
-RECONCILE_EVERY_S = 300.0
-IDLE_WAIT_S = 30.0
 
 
 class _Terminate(Exception):
     """Raised by the SIGTERM handler to leave a blocking read."""
-
-
-@dataclass(frozen=True, slots=True)
-class Oversized:
-    """A line longer than `MAX_LINE_BYTES`: its first bytes, and its whole length."""
-
-    prefix: bytes
-    size: int
-
-
-def log(stream: TextIO, event: str, **fields: object) -> None:
-    """One structured, content-free log line on stderr."""
-    record = {"ts": round(time.time(), 3), "event": event, **fields}
-    stream.write(json.dumps(record, sort_keys=True) + "\n")
-    stream.flush()
-
-
-@dataclass
-class Delivery:
-    """The delivery loop: own the state root if free, reconcile, deliver on wake or schedule."""
-
-    runtime: Runtime
-    stderr: TextIO
-    wake: threading.Event = field(default_factory=threading.Event)
-    stop: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        """Run the loop in a daemon thread."""
-        self.thread = threading.Thread(target=self._loop, name="artmem-delivery", daemon=True)
-        self.thread.start()
-
-    def finish(self, timeout_s: float) -> None:
-        """Stop, letting the loop drain for at most `timeout_s`."""
-        self.stop.set()
-        self.wake.set()
-        if self.thread is not None:
-            self.thread.join(timeout_s + 5)
-
-    def _loop(self) -> None:
-        _block_sigterm()  # and so in every thread this one starts
-        ownership = Ownership(self.runtime.config.state_root)
-        service = self.runtime.service()
-        worker = self.runtime.worker(ownership, service)
-        owned = False
-        last_reconcile = 0.0
-        try:
-            while not self.stop.is_set():
-                if not owned:
-                    owned = ownership.acquire()
-                    log(self.stderr, "delivery.ownership", owned=owned)
-                if owned and time.monotonic() - last_reconcile >= RECONCILE_EVERY_S:
-                    self._reconcile()
-                    last_reconcile = time.monotonic()
-                if owned:
-                    owned = self._deliver(worker)
-                self.wake.wait(IDLE_WAIT_S)
-                self.wake.clear()
-            if owned:
-                report = worker.drain(self.runtime.config.honcho.drain_timeout_s)
-                log(self.stderr, "delivery.drained", delivered=report.delivered)
-        except ArtifactError as exc:
-            log(self.stderr, "delivery.stopped", code=str(exc.code))
-        finally:
-            ownership.release()
-            service.close()
-
-    def _reconcile(self) -> None:
-        assert self.runtime.indexer is not None
-        try:
-            report = self.runtime.indexer.reconcile(self.runtime.config.honcho.reconcile_batch)
-            log(self.stderr, "delivery.reconciled", admitted=report.admitted)
-        except ArtifactError as exc:
-            log(self.stderr, "delivery.reconcile_failed", code=str(exc.code))
-
-    def _deliver(self, worker: DeliveryWorker) -> bool:
-        try:
-            report = worker.run_once()
-        except NotOwner:
-            log(self.stderr, "delivery.ownership_lost")
-            return False
-        except ArtifactError as exc:
-            log(self.stderr, "delivery.failed", code=str(exc.code))
-            return True
-        if report.delivered or report.retried or report.dead_lettered or report.set_aside:
-            log(
-                self.stderr,
-                "delivery.pass",
-                delivered=report.delivered,
-                retried=report.retried,
-                dead=report.dead_lettered,
-                set_aside=report.set_aside,
-                circuit=str(worker.breaker.state),
-            )
-        return True
 
 
 @dataclass
@@ -175,7 +80,7 @@ class JsonlWorker:
             environ=self.environ,
         )
         pool = ThreadPoolExecutor(
-            self.max_concurrent_calls, thread_name_prefix="artmem-call", initializer=_block_sigterm
+            self.max_concurrent_calls, thread_name_prefix="artmem-call", initializer=block_sigterm
         )
         sigterm = _Sigterm()
         restore = sigterm.install()
@@ -213,9 +118,9 @@ class JsonlWorker:
 
     def _dispatch(self, line: bytes, host: ToolHost, pool: ThreadPoolExecutor) -> None:
         try:
-            request_id, op, caller, params = _envelope(line)
+            request_id, op, caller, params = envelope(line)
         except InvalidRequest as exc:
-            self._reply(_best_id(line), error=exc)
+            self._reply(best_id(line), error=exc)
             return
         if self._closing.is_set():
             self._reply(request_id, error=ShuttingDown("the worker is shutting down"))
@@ -277,7 +182,7 @@ class JsonlWorker:
             reply |= {"ok": False, "error": failure}
         else:
             reply |= {"ok": True, "result": result}
-        data = orjson.dumps(reply).decode() + "\n"
+        data = msgspec.json.encode(reply).decode() + "\n"
         with self._write_lock:
             self.stdout.write(data)
             self.stdout.flush()
@@ -304,94 +209,6 @@ def _first_step(host: ToolHost, caller: object, params: Mapping[str, object]) ->
     if host.memory is None:
         return {"inject": None, "reason": "recall.off"}
     return host.memory.first_step(who.session_id, who.cwd, who.agent_kind == "root", params)
-
-
-def read_line(stream: BinaryIO, limit: int) -> bytes | Oversized | None:
-    """The next line of `stream`, `Oversized` for one over `limit` bytes, None at end of input.
-
-    Memory stays bounded: an oversized line keeps only its first `limit + 1` bytes, and the
-    rest of it is read in pieces and dropped up to its newline, never parsed as requests.
-    """
-    line = stream.readline(limit + 1)
-    if not line:
-        return None
-    if line.endswith(b"\n") or len(line) <= limit:
-        return line
-    size = len(line)
-    while piece := stream.readline(DISCARD_PIECE_BYTES):
-        size += len(piece)
-        if piece.endswith(b"\n"):
-            break
-    return Oversized(line, size)
-
-
-# A JSON string (whole), a lone quote (a string cut off), or a bracket.
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|["{}\[\]]')
-_COLON = re.compile(rb"[ \t\r\n]*:")
-_ID_VALUE = re.compile(
-    rb'[ \t\r\n]*(?:(-?(?:0|[1-9][0-9]{0,17}))|("(?:[^"\\]|\\.){0,200}"))[ \t\r\n]*[,}]'
-)
-
-
-def prefix_id(prefix: bytes) -> int | str | None:
-    """The top-level `"id"` of a request cut short, when `prefix` holds all of it.
-
-    Only a key of the outermost object counts (an `"id"` inside `params` is someone else's),
-    and only a whole integer or a short string, followed by `,` or `}`.
-    """
-    if not prefix.lstrip().startswith(b"{"):
-        return None
-    depth = 0
-    for token in _TOKEN.finditer(prefix):
-        text = token.group()
-        if text in (b"{", b"["):
-            depth += 1
-        elif text in (b"}", b"]"):
-            depth -= 1
-        elif text == b'"':
-            return None  # a string runs past the prefix, and everything after it
-        elif depth == 1 and text == b'"id"' and (colon := _COLON.match(prefix, token.end())):
-            value = _ID_VALUE.match(prefix, colon.end())
-            return None if value is None else _id_value(value.group(1), value.group(2))
-    return None
-
-
-def _id_value(number: bytes | None, string: bytes | None) -> int | str | None:
-    if number is not None:
-        return int(number)
-    try:
-        text = orjson.loads(string or b"")
-    except orjson.JSONDecodeError:  # a bad escape or invalid UTF-8
-        return None
-    return text if isinstance(text, str) and len(text) <= MAX_ID_CHARS else None
-
-
-def _best_id(line: bytes) -> object:
-    """The id of a rejected request when it can be read, so the host can match the error."""
-    try:
-        request_id = orjson.loads(line).get("id")
-    except (orjson.JSONDecodeError, AttributeError):
-        return None
-    valid = isinstance(request_id, str | int) and not isinstance(request_id, bool)
-    return request_id if valid and len(str(request_id)) <= MAX_ID_CHARS else None
-
-
-def _envelope(line: bytes) -> tuple[object, str, object, Mapping[str, object]]:
-    try:
-        request = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest("the request line is not JSON") from exc
-    if not isinstance(request, dict) or request.get("v") != PROTOCOL:
-        raise InvalidRequest("a request is a JSON object with v = 1")
-    request_id, op = request.get("id"), request.get("op")
-    if not (isinstance(request_id, str | int) and not isinstance(request_id, bool)):
-        raise InvalidRequest("a request needs an id (string or integer)")
-    if isinstance(request_id, str) and len(request_id) > MAX_ID_CHARS:
-        raise InvalidRequest("the request id is too long")
-    params = request.get("params", {})
-    if not isinstance(op, str) or not isinstance(params, dict):
-        raise InvalidRequest("a request needs an op and object params")
-    return request_id, op, request.get("caller"), params
 
 
 @dataclass
@@ -427,17 +244,6 @@ class _Sigterm:
             self.reading = False
             raise _Terminate()
         self.ignored += 1  # counted, logged after the drain (no I/O in a handler)
-
-
-def _block_sigterm() -> None:
-    """Keep SIGTERM off this (non-main) thread, and the threads it starts.
-
-    Python runs signal handlers in the main thread only; a SIGTERM the kernel hands to another
-    thread merely flags it, and a main thread blocked reading stdin never notices. With every
-    other thread blocking it, the kernel delivers SIGTERM to the main thread, interrupting the
-    read.
-    """
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
 
 def _ms(started: float) -> float:

@@ -22,6 +22,7 @@ from cards.redaction import outbound_query
 from cas import Provenance
 from harness_plugin import _views
 from harness_plugin._catalogs import LiveCatalog
+from harness_plugin._lineage import carry_freshness, check_parents
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_view
 from harness_plugin.memory._tools import ConversationMemory
@@ -176,7 +177,7 @@ def registry(artifact_memory: bool, *, conversation: bool = False) -> dict[str, 
                 "memory_record",
                 "Record a durable preference, decision or fact that the user stated in their "
                 "latest message (quote their words; anything else is refused).",
-                wire_memory.RecordArgs,
+                wire_memory.MemoryRecordArgs,
                 wire_memory.NoteResult,
                 _note,
             ),
@@ -221,8 +222,6 @@ def _record(host: ToolHost, caller: Caller, args: wire.RecordArgs) -> BaseModel:
     )
     metadata = args.metadata()
     if metadata.derived_from:  # the model may name parents, only of the project the host chose
-        from harness_plugin._lineage import check_parents
-
         check_parents(store, metadata.derived_from)
     recorded = store.record(host.runtime.config.rlm_root, provenance, metadata, args.source_path)
     admission = host.runtime.admit(recorded.card, new_revision=recorded.new_revision)
@@ -239,8 +238,6 @@ def _resolve(host: ToolHost, caller: Caller, args: wire.ResolveArgs) -> BaseMode
     store = host.runtime.stores[host.project_of(caller)]
     resolved = store.resolve(args.experiment_id, args.current_source_version)
     view = _views.resolve_result(resolved)
-    from harness_plugin._lineage import carry_freshness
-
     carry_freshness(view, store, resolved.card, args.current_source_version)
     host.count(f"memory_artifact_resolve.{view['freshness']}")
     return wire.ResolveResult.model_validate(view)
@@ -312,7 +309,7 @@ def _recall(host: ToolHost, caller: Caller, args: wire_memory.RecallArgs) -> Bas
     return _memory(host).recall_tool(caller.cwd, args)
 
 
-def _note(host: ToolHost, caller: Caller, args: wire_memory.RecordArgs) -> BaseModel:
+def _note(host: ToolHost, caller: Caller, args: wire_memory.MemoryRecordArgs) -> BaseModel:
     root = caller.agent_kind == "root"
     extra = {"note_kind": str(args.kind)}
     return _memory(host).note(caller.session_id, caller.cwd, root, args.content, kind="note",

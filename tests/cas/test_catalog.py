@@ -14,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cards import ExperimentCardV1, InvalidInput, ProjectId, parse_metadata
-from cards.build import card_for_bytes, with_changes
+from cards.build import with_changes
 from cards.errors import ErrorCode
+from cards.testing import card_for_bytes
 from cas._catalog import MAX_QUERY_CHARS, Catalog, SearchHit
 from cas._catalog_engine import MAX_QUERY_TOKENS, words
 

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cards import DEFAULT_LIMITS, parse_metadata
-from cards.build import card_for_bytes
+from cards.testing import card_for_bytes
 from cas import Catalog, Provenance
 from cas.slicing._footer import TableFacts, card_columns, with_facts
 

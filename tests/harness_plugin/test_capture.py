@@ -1,4 +1,4 @@
-"""Capture (spec §11): exactly one exchange per completed root turn reaches Honcho, nothing else."""
+"""Capture (Honcho spec §11): exactly one exchange per completed root turn reaches Honcho."""
 
 from __future__ import annotations
 

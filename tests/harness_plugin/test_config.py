@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from cards import ConfigError, UnknownProject
 from harness_plugin import config
+from harness_plugin._stores import build_store
 from harness_plugin.config import load_config, parse_config
 
 
@@ -176,9 +177,9 @@ def test_a_trailing_slash_root_is_refused(tmp_path):
 
 
 def test_the_owner_check_of_exports_is_on_unless_turned_off(tmp_path):
-    assert parse_config(_toml(tmp_path)).store("trial-analysis").require_owner
+    assert build_store(parse_config(_toml(tmp_path)), "trial-analysis").require_owner
     off = parse_config(_toml(tmp_path, "[ingest]\nrequire_owner = false\n"))
-    assert not off.store("trial-analysis").require_owner
+    assert not build_store(off, "trial-analysis").require_owner
     with pytest.raises(ConfigError):
         parse_config(_toml(tmp_path, '[ingest]\nrequire_owner = "no"\n'))
     with pytest.raises(ConfigError):

@@ -1,4 +1,4 @@
-"""`artmem eval` (spec §8.3, §22): the corpus, the runner, the report and the live mode's care.
+"""`artmem eval` (Honcho spec §8.3, §22): the corpus, the runner, the report, the live mode's care.
 
 The whole corpus runs once against the fake Honcho (module fixture) and must pass every gate;
 its report must hold telemetry only: no string of the corpus, no secret, no path. The gates

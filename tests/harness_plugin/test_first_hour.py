@@ -16,7 +16,8 @@ from conftest import fingerprint
 from host_helpers import write_config
 
 from cards import parse_metadata, parse_project_id, wire
-from cards.build import card_for_bytes, revised_card
+from cards.build import revised_card
+from cards.testing import card_for_bytes
 from harness_plugin.cli import main
 
 ROWS = 3000

@@ -13,6 +13,7 @@ from host_helpers import KEY, caller, environ, export, host_config, write_config
 
 from cards import ConfigError
 from cas import fsck
+from harness_plugin import build_store
 from harness_plugin._runtime import Runtime
 from harness_plugin.cli import main
 from harness_plugin.config import load_config, parse_config
@@ -50,7 +51,7 @@ def _record(capsys, env: Path, name: str, data: bytes, *extra: str) -> dict:
 
 
 def _store(env: Path):  # type: ignore[no-untyped-def]
-    return load_config(str(env / "artmem.toml")).store("trial-analysis")
+    return build_store(load_config(str(env / "artmem.toml")), "trial-analysis")
 
 
 def test_edit_without_the_source_file_reaches_show_and_search(env, capsys):

@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cards import ProjectId, UnknownParent, dump_card, parse_card, parse_metadata
-from cards.build import card_for_bytes
 from cards.errors import ParentsFixed
 from cards.lineage import ancestry, derived_freshness
+from cards.testing import card_for_bytes
 from harness_plugin.cli import main
 
 

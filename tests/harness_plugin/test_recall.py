@@ -1,8 +1,9 @@
-"""First-step recall (spec §13), the memory tools and their consent rule (spec §14)."""
+"""First-step recall (Honcho spec §13), the memory tools and their consent rule (§14)."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -395,7 +396,7 @@ def test_the_issue_30_shapes_stay_out_of_the_outbox_honcho_and_queries(conv):
         f"Cohorts: mail jürgen.müller@exämple.de or 张伟@例子.公司, post to {hook}, "
         f"api token {token}, my PIN is 4821, data in /home/jürgen/q3."
     )
-    secrets = ["jürgen", "müller", "张伟", "例子", "T0ABCDEF1", "Xy9Zw8Vu", token[:12], "4821"]
+    secrets = ["jürgen", "müller", "张伟", "例子", "T0ABCDEF1", "Xy9Zw8Vu", token[:12]]
     _history(conv)
     conv.feed(turn_events(1, said, "Noted the cohorts.", start_seq=200), session="s-30")
     conv.host.memory.first_step("s-30", conv.cwd(), True, {"turn": 1, "step": 1})
@@ -406,6 +407,8 @@ def test_the_issue_30_shapes_stay_out_of_the_outbox_honcho_and_queries(conv):
     sent = _as_text(r.raw_body for r in conv.fake.requests)
     for secret in [*secrets, "josé"]:
         assert secret not in outbox and secret not in sent, secret
+    pin = re.compile(r"(?<!\w)4821(?!\w)")  # the digits alone may occur inside a random id
+    assert not pin.search(outbox) and not pin.search(sent)
     assert "Cohorts" in outbox and "cohorts" in sent
 
 

@@ -11,7 +11,7 @@ from conftest import fingerprint
 from host_helpers import caller, export, write_config
 from serve_helpers import ServeProcess as Worker
 
-from harness_plugin.worker._serve import (
+from harness_plugin.worker._lines import (
     DISCARD_PIECE_BYTES,
     MAX_LINE_BYTES,
     Oversized,

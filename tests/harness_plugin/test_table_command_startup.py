@@ -15,6 +15,7 @@ from conftest import make_metadata
 from host_helpers import write_config
 
 from cas import Provenance
+from harness_plugin import build_store
 from harness_plugin.config import load_config
 
 ROOT = Path(__file__).parent.parent.parent
@@ -38,7 +39,7 @@ def test_a_slice_loads_pyarrow_without_numpy_and_runs_one_thread(tmp_path):
     exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
     exports.mkdir(parents=True)
     (exports / "r.csv").write_text("cohort,response\na,1\nb,2\n")
-    store = load_config(str(config)).store("trial-analysis")
+    store = build_store(load_config(str(config)), "trial-analysis")
     recorded = store.record(
         str(tmp_path / "rlm"), Provenance(session_id="s1"), make_metadata(), "r.csv"
     )

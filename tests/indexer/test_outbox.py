@@ -129,7 +129,7 @@ def test_delivery_ids_are_validated_before_becoming_file_names(outbox):
 def test_entry_round_trip_and_due(outbox):
     entry = make_entry(1, parts=3)
     assert entry.due(T0)
-    later = entry.retried(now=T0, delay_s=10, error="indexer.remote_unavailable")
+    later = entry.schedule_retry(now=T0, delay_s=10, error="indexer.remote_unavailable")
     assert not later.due(T0) and later.last_error == "indexer.remote_unavailable"
     outbox.admit(later)
     assert outbox.pending() == [later]

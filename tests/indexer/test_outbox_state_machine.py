@@ -163,7 +163,7 @@ class OutboxMachine(RuleBasedStateMachine):
                 self.worker.drain(600)
             outbox = Outbox(self.state)
             assert outbox.pending() == []
-            dead = {d.entry.delivery_id for d in outbox.dead_letters()}
+            dead = {d for s in SESSIONS for d in self.admitted[s] if outbox.dead_reason(d)}
             for session in SESSIONS:
                 remote = Counter(md["delivery_id"] for md in self._remote(session))
                 for delivery in self.admitted[session]:

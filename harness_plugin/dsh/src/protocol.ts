@@ -1,5 +1,5 @@
 /**
- * The JSONL protocol of `artmem serve` (DESIGN.md §6): one JSON object a line each way.
+ * The JSONL protocol of `artmem serve` (README, *The harness: tools, the JSONL worker, and kernels*): one JSON object a line each way.
  * Request `{v, id, op, caller, params}`; reply `{v, id, ok: true, result}` or
  * `{v, id, ok: false, error: {code, message, retryable}}`. Replies may come out of order.
  * @module

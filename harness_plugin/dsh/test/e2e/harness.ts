@@ -316,7 +316,7 @@ export class FakeHonchoServer {
 }
 
 /**
- * The Honcho session of a DSH session (DESIGN.md §3): `dsh_` + base32url(sha256(session id)).
+ * The Honcho session of a DSH session (ARCHITECTURE.md, Identities): `dsh_` + base32url(sha256(session id)).
  * @param sessionId - the DSH session id.
  * @returns the Honcho session id.
  */
