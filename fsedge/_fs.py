@@ -18,7 +18,7 @@ from typing import cast
 
 import msgspec
 
-from cards.errors import PathEscape, SourceMissing, StoreIOError
+from cards.errors import InvalidInput, PathEscape, SourceMissing, StoreIOError
 from fsedge._outside import refuse_inside
 
 DIR_MODE = 0o700
@@ -495,6 +495,16 @@ class StagedBeside(msgspec.Struct, frozen=True):
             raise FileExistsError(errno.EEXIST, "the file exists", self.path)
 
 
+def _refuse_directory(path: str) -> None:
+    """Refuse an output path that names a directory (`abspath` would drop a trailing `/`)."""
+    if os.path.isdir(path):
+        raise InvalidInput(f"{path} is a directory; name a new file inside it instead")
+    if path.endswith(("/", os.sep)) or os.path.basename(path) in ("", ".", ".."):
+        raise InvalidInput(
+            f"{path} names a directory, and none exists there; create it first, or name a file"
+        )
+
+
 @contextlib.contextmanager
 def staged_beside(
     path: str, *, replace: bool = False, outside: Sequence[str] = (), mode: int = FILE_MODE
@@ -507,10 +517,12 @@ def staged_beside(
     created with `mode` less the umask (`SHARED_FILE_MODE` for a file a person shares).
 
     Raises:
+        InvalidInput: `path` names a directory (one that exists, or any path ending in `/`).
         FileExistsError: `path` exists and `replace` is not set.
         PathRejected: `path`'s directory is inside one of `outside`.
         StoreIOError: its directory cannot be opened, or the staged file created.
     """
+    _refuse_directory(path)
     directory, name = os.path.split(os.path.abspath(path))
     try:
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

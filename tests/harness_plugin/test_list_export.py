@@ -199,3 +199,28 @@ def test_export_force_never_replaces_anything_the_store_holds(env, target):
     assert after == held
     code, resolved = _json(env, "resolve", b["experiment_id"])
     assert code == 0 and Path(resolved["path"]).read_bytes() == b"B" * 100
+
+
+def test_a_destination_that_names_a_directory_is_refused_and_nothing_is_written(env):
+    """`out/` for a directory that does not exist once wrote a file named `out`."""
+    tmp, _, _ = env
+    exp = _record(env, "d.csv", b"x,y\n1,2\n", "Dirs", "--source", "lab")["experiment_id"]
+    existing = tmp / "existing"
+    existing.mkdir()
+    refused = [
+        ("export", exp, str(tmp / "missing") + "/"),
+        ("slice", exp, "--out", str(tmp / "missing") + "/"),
+        ("slice", exp, "--out", str(tmp / "missing") + "/", "--format", "csv"),
+        ("slice", exp, "--out", str(existing)),
+        ("slice", exp, "--out", str(existing), "--format", "csv"),
+        ("slice", exp, "--out", str(existing / ".")),
+    ]
+    for argv in refused:
+        code, out = _json(env, *argv)
+        assert code == 1 and out["error"]["code"] == "input.invalid", (argv, out)
+        assert "directory" in out["error"]["message"], argv
+    assert not (tmp / "missing").exists()
+    assert list(existing.iterdir()) == []
+    # A directory that exists keeps the experiment's name, as before.
+    code, out = _json(env, "export", exp, str(existing) + "/")
+    assert code == 0 and Path(out["path"]).parent == existing, out
