@@ -18,7 +18,7 @@ from typing import cast
 
 import msgspec
 
-from cards.errors import InvalidInput, PathEscape, SourceMissing, StoreIOError
+from cards.errors import PathEscape, SourceMissing, StoreIOError
 from fsedge._outside import refuse_inside
 
 DIR_MODE = 0o700
@@ -498,11 +498,11 @@ class StagedBeside(msgspec.Struct, frozen=True):
 def _refuse_directory(path: str) -> None:
     """Refuse an output path that names a directory (`abspath` would drop a trailing `/`)."""
     if os.path.isdir(path):
-        raise InvalidInput(f"{path} is a directory; name a new file inside it instead")
+        why = f"{path} is a directory; name a new file inside it instead"
+        raise IsADirectoryError(errno.EISDIR, why, path)
     if path.endswith(("/", os.sep)) or os.path.basename(path) in ("", ".", ".."):
-        raise InvalidInput(
-            f"{path} names a directory, and none exists there; create it first, or name a file"
-        )
+        why = f"{path} names a directory, and none exists there; create it first, or name a file"
+        raise IsADirectoryError(errno.EISDIR, why, path)
 
 
 @contextlib.contextmanager
@@ -517,7 +517,8 @@ def staged_beside(
     created with `mode` less the umask (`SHARED_FILE_MODE` for a file a person shares).
 
     Raises:
-        InvalidInput: `path` names a directory (one that exists, or any path ending in `/`).
+        IsADirectoryError: `path` names a directory (one that exists, or any path ending in
+            `/`); its `strerror` says so, for a person.
         FileExistsError: `path` exists and `replace` is not set.
         PathRejected: `path`'s directory is inside one of `outside`.
         StoreIOError: its directory cannot be opened, or the staged file created.

@@ -100,6 +100,7 @@ def export_slice(
 
     Raises:
         FileExistsError: `path` exists (or appeared meanwhile); nothing was written.
+        IsADirectoryError: `path` names a directory; nothing was written.
         PathRejected: `path`'s directory is inside one of `outside`.
         InvalidInput: the request or `fmt` is malformed, or `fmt` cannot hold a column
             (`FilterSyntaxError`, `FilterTypeError`, `UnknownColumn` and

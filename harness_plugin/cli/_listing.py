@@ -164,6 +164,8 @@ def export(
     chunks = _checked_chunks(resolved.path, artifact.sha256, artifact.bytes)
     try:
         write_new(dest, chunks, replace=exists, outside=outside, mode=SHARED_FILE_MODE)
+    except IsADirectoryError as exc:
+        raise InvalidInput(f"the destination {exc.strerror}") from None
     except FileExistsError:
         raise InvalidInput(
             f"the destination appeared meanwhile: {dest} (pass --force to replace it)"

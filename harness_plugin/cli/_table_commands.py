@@ -244,6 +244,8 @@ def _export(
         return export_slice(
             source, request, path, fmt, limits=limits, outside=outside, watch=growth
         )
+    except IsADirectoryError as exc:
+        raise InvalidInput(f"--out: {exc.strerror}") from None
     except FileExistsError as exc:
         raise InvalidInput("--out names an existing file; choose a new path") from exc
 
@@ -385,5 +387,7 @@ def _write_atomically(path: str, data: bytes, outside: Sequence[str]) -> None:
     """Write `data` to a new file at `path` atomically; never over an existing file."""
     try:
         write_new(path, [data], outside=outside, mode=SHARED_FILE_MODE)
+    except IsADirectoryError as exc:
+        raise InvalidInput(f"--out: {exc.strerror}") from None
     except FileExistsError as exc:
         raise InvalidInput("--out names an existing file; choose a new path") from exc
