@@ -30,7 +30,7 @@ from cas import _card_log, _fs
 from cas._layout import CARD_SUFFIX, ProjectLayout
 
 if TYPE_CHECKING:  # the card models load with the first card parsed, not with the store
-    from cards import ExperimentCardV1
+    from cards import ExperimentCardV1, ProjectId
     from cas._card_log import LogMark
 
 MAX_CARD_BYTES = 1 << 20
@@ -127,7 +127,7 @@ class CardFiles:
             raise CardInvalid("the card file is larger than a card may be") from exc
         finally:
             os.close(fd)
-        return self._checked(card, exp_id)
+        return checked_card(card, exp_id, self._layout.project_id)
 
     def read_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1, str | None]:
         """One card; no version: its writers are ordered by the commit lock (`Project`)."""
@@ -267,16 +267,24 @@ class CardFiles:
             if not stat.S_ISREG(st.st_mode):
                 return CardRead(name, stamp, CardInvalid("the card is not a regular file"))
             raw = _fs.read_small(fd, MAX_CARD_BYTES, st.st_size)
-            return CardRead(name, stamp, self._checked(_parse(raw), exp_id))
+            return CardRead(name, stamp, checked_card(_parse(raw), exp_id, self._layout.project_id))
         except (CardInvalid, StoreIOError) as exc:
             return CardRead(name, stamp, exc)  # stamped: a bad file is counted once, not per look
         finally:
             os.close(fd)
 
-    def _checked(self, card: ExperimentCardV1, exp_id: ExperimentId) -> ExperimentCardV1:
-        if card.experiment_id != exp_id or card.project_id != self._layout.project_id:
-            raise CardInvalid("the card does not belong at this place in this project")
-        return card
+
+def checked_card(
+    card: ExperimentCardV1, exp_id: ExperimentId, project_id: ProjectId
+) -> ExperimentCardV1:
+    """`card`, if it is the card of `exp_id` in `project_id` (its file's name and place).
+
+    Raises:
+        CardInvalid: it names another experiment or project.
+    """
+    if card.experiment_id != exp_id or card.project_id != project_id:
+        raise CardInvalid("the card does not belong at this place in this project")
+    return card
 
 
 def _listed(cards_fd: int, known: Mapping[str, CardStamp]) -> tuple[list[str], list[str]]:

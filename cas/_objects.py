@@ -203,14 +203,15 @@ def _shard_entries(shard_fd: int, shard: str) -> Iterator[tuple[str, ArtifactId 
     for entry in sorted(os.scandir(shard_fd), key=lambda e: e.name):
         if not entry.name.endswith(_SIDE_FILES):
             size = entry.stat(follow_symlinks=False).st_size
-            yield entry.name, _object_name(entry.name, shard), size
+            yield entry.name, object_name(entry.name, shard), size
 
 
 def _object_sizes(shard_fd: int, shard: str) -> Iterator[int]:
     return (size for _, artifact_id, size in _shard_entries(shard_fd, shard) if artifact_id)
 
 
-def _object_name(name: str, shard: str) -> ArtifactId | None:
+def object_name(name: str, shard: str) -> ArtifactId | None:
+    """The artifact id `name` is, if it is an object's name in `shard`; else None."""
     try:
         artifact_id = parse_artifact_id(name)
     except InvalidId:

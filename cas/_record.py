@@ -1,6 +1,6 @@
-"""Recording a kernel's export: stream, hash, publish, commit the card (spec §29.1 steps 1–4).
+"""Recording a kernel's export: stream, hash, publish, commit the card.
 
-Commit protocol (spec §28.3): the bytes go into a locked stage in `tmp/` and are fsynced; then,
+Commit protocol: the bytes go into a locked stage in `tmp/` and are fsynced; then,
 under the project lock, quotas are checked, the chunk manifest and the object are published (hard
 link, so an existing object is never overwritten: that is deduplication), the directory fsynced,
 and the card written atomically. Object plus card is the local commit; a crash before the card

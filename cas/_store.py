@@ -5,7 +5,7 @@ One implementation of everything the host asks, over a backend's rooms: `Project
 (`cas._bucket`: an S3-compatible bucket and a verified local cache) only open their project
 (`_opened`, a `Room`), record bytes into it (`_record`), and prove or locate an object. Cards
 are read, written and decided on here: an update re-reads and decides again when a
-conditional write lost (`retried`), which under the local commit lock never happens. A
+conditional write lost (`retry_lost_writes`), which under the local commit lock never happens. A
 `read_only` store (the notebook API) records nothing and writes no card.
 
 This module imports no room: they load with the first store of their backend, so naming
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the card models and the rooms load with the first store
     )
     from cas._card_log import LogMark
     from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
-    from cas._fsck import FsckReport
+    from cas._fsck import FsckReport, FsckRoom
     from cas._ingest import ExportSource
     from cas._progress import Progress
     from cas._results import Located, Provenance, Recorded, Resolved, Usage
@@ -166,8 +166,8 @@ class Store:
         """A token that changes whenever a card changes; None: unknown, look at the cards."""
         raise NotImplementedError
 
-    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
-        """Verify every object and card, find leftovers; with `repair`, fix what is safe."""
+    def _checking(self, room: Room) -> FsckRoom:
+        """What `check` asks of the open project beyond its keys (`cas._fsck.FsckRoom`)."""
         raise NotImplementedError
 
     def _opened(self, *, create: bool) -> AbstractContextManager[Room | None]:
@@ -206,7 +206,7 @@ class Store:
         source_path: str,
         progress: Progress | None = None,
     ) -> Recorded:
-        """Store a kernel export's bytes and commit its card (spec §29.1 steps 1–4).
+        """Store a kernel export's bytes and commit its card.
 
         Raises:
             InvalidInput: metadata exceeds the configured bounds.
@@ -244,7 +244,7 @@ class Store:
         current_source_version: str | None = None,
         progress: Progress | None = None,
     ) -> Resolved:
-        """Prove an experiment's bytes intact and hand out a local path to them (spec §30.2).
+        """Prove an experiment's bytes intact and hand out a local path to them.
 
         Raises:
             InvalidId: `experiment_id` is malformed.
@@ -255,14 +255,14 @@ class Store:
             IntegrityError: the object's size or SHA-256 differs from the card.
             StoreIOError: the store failed.
         """
-        from cas._results import check_version, resolved
+        from cas._results import check_version, make_resolved
 
         exp_id = parse_experiment_id(experiment_id)
         check_version(current_source_version)
         with self._opened(create=False) as room:
-            card = recorded(room).cards.read(exp_id)
-            verified_at, hashed = self._verified(recorded(room), card, progress)
-        return resolved(card, self._paths(card), current_source_version, verified_at, hashed)
+            card = require_room(room).cards.read(exp_id)
+            verified_at, hashed = self._verified(require_room(room), card, progress)
+        return make_resolved(card, self._paths(card), current_source_version, verified_at, hashed)
 
     def locate(self, experiment_id: str, current_source_version: str | None = None) -> Located:
         """A card, its freshness, and its bytes as a slice reads them (chunk by chunk, verified).
@@ -276,14 +276,14 @@ class Store:
             IntegrityError: the chunk manifest is missing or not the card's.
             StoreIOError: the store failed.
         """
-        from cas._results import check_version, located
+        from cas._results import check_version, make_located
 
         exp_id = parse_experiment_id(experiment_id)
         check_version(current_source_version)
         with self._opened(create=False) as room:
-            card = recorded(room).cards.read(exp_id)
-            remote = self._remote(recorded(room), card)
-        return located(card, self._paths(card), current_source_version, remote)
+            card = require_room(room).cards.read(exp_id)
+            remote = self._remote(require_room(room), card)
+        return make_located(card, self._paths(card), current_source_version, remote)
 
     def _paths(self, card: ExperimentCardV1) -> tuple[str, str]:
         """The local paths of the card's object and chunk manifest."""
@@ -303,7 +303,7 @@ class Store:
         """
         exp_id = parse_experiment_id(experiment_id)
         with self._opened(create=False) as room:
-            return recorded(room).cards.read(exp_id)
+            return require_room(room).cards.read(exp_id)
 
     def load_cards(self, experiment_ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
         """Read and validate several cards, opening the project once (a search's hits).
@@ -365,7 +365,7 @@ class Store:
         exp_id = parse_experiment_id(experiment_id)
         check_writable(self.read_only)
         with self._opened(create=False) as opened:
-            room = recorded(opened)
+            room = require_room(opened)
 
             def attempt() -> ExperimentCardV1 | None:
                 with room.locked():
@@ -376,11 +376,25 @@ class Store:
                     updated = with_index(card, status)
                     return updated if room.write_card(updated, version) else None
 
-            return retried(attempt)
+            return retry_lost_writes(attempt)
 
     def set_index_status(self, experiment_id: str, status: IndexStatus) -> ExperimentCardV1:
         """Replace a card's index status (see `update_index_status`)."""
         return self.update_index_status(experiment_id, lambda card: status)
+
+    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
+        """Verify every object and card, find leftovers; with `repair`, fix what is safe.
+
+        Raises:
+            StoreIOError: the store failed.
+        """
+        from cas._fsck import FsckReport, check_project
+
+        with self._opened(create=False) as room:
+            if room is None:
+                return FsckReport()
+            checking = self._checking(room)
+            return check_project(checking, self.project_id, repair=repair, progress=progress)
 
     def has_object(self, artifact_id: str) -> bool:
         """Whether the object's name is stored (a stat, not a verification)."""
@@ -399,7 +413,7 @@ class Store:
             return Usage(objects=objects, bytes=total, cards=room.cards.count())
 
 
-def recorded(room: Room | None) -> Room:
+def require_room(room: Room | None) -> Room:
     """`room`, which must exist to hold the experiment asked for.
 
     Raises:
@@ -410,7 +424,7 @@ def recorded(room: Room | None) -> Room:
     return room
 
 
-def retried(attempt: Callable[[], T | None]) -> T:
+def retry_lost_writes(attempt: Callable[[], T | None]) -> T:
     """Run `attempt` until it returns a value (None: a conditional write lost; read again).
 
     Raises:

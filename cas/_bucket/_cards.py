@@ -2,7 +2,7 @@
 
 A new card is created only if absent (`Backend.create`); an update replaces exactly the
 version read (`Backend.replace`: `If-Match` on its ETag, in the form the service accepts). A
-lost condition is never an overwrite: the store re-reads and decides again (`retried`). A
+lost condition is never an overwrite: the store re-reads and decides again (`retry_lost_writes`). A
 service without a working conditional replace has its card updates refused
 (`BackendUnsupported`), never retried as if another writer had won.
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from cards import ExperimentCardV1, ExperimentId, dump_card, parse_card, parse_experiment_id
 from cards.errors import CardInvalid, ExperimentNotFound, InvalidInput, ObjectMissing
 from cas._backend import Backend, Entry
-from cas._cardfiles import MAX_CARD_BYTES, CardChanges, CardRead, CardStamp
+from cas._cardfiles import MAX_CARD_BYTES, CardChanges, CardRead, CardStamp, checked_card
 from cas._layout import CARD_SUFFIX, CARDS, ProjectLayout
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class BucketCards:
             raise ExperimentNotFound("no experiment with that id in this project") from exc
         if len(got.data) > MAX_CARD_BYTES:
             raise CardInvalid("the card file is larger than a card may be")
-        return self._checked(parse_card(got.data), exp_id), got.version
+        return checked_card(parse_card(got.data), exp_id, self._layout.project_id), got.version
 
     def find_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1 | None, str | None]:
         """The usable card at `exp_id` and the ETag of what holds its key.
@@ -127,11 +127,6 @@ class BucketCards:
     def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
         """Every card, stamped: a bucket keeps no card log, so one listing says what changed."""
         return CardChanges.scanned(self.scan(known), None)
-
-    def _checked(self, card: ExperimentCardV1, exp_id: ExperimentId) -> ExperimentCardV1:
-        if card.experiment_id != exp_id or card.project_id != self._layout.project_id:
-            raise CardInvalid("the card does not belong at this place in this project")
-        return card
 
 
 def _key(exp_id: ExperimentId) -> str:

@@ -1,6 +1,6 @@
 """Where a project's objects, manifests, cards and staging keys live in a bucket.
 
-The same layout as on disk (DESIGN.md §4), below an optional prefix:
+The same layout as on disk (`cas._layout`), below an optional prefix:
 `<prefix>/projects/<project_key>/objects/<shard>/<artifact_id>` (and `.chunks` beside it),
 `.../cards/<experiment_id>.json`, `.../tmp/<random>` for staging, `.../quarantine/` for objects
 `fsck --repair` moved aside.

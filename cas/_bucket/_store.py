@@ -1,6 +1,6 @@
 """`BucketStore`: the one `Store` over an S3-compatible bucket, shared by many hosts.
 
-The same guarantees as `ProjectStore`, in object-storage terms (DESIGN.md §9):
+The same guarantees as `ProjectStore`, in object-storage terms:
 
 - record hashes the export in place first (no copy), so the content address is known before
   anything is sent; the media type and table facts are read from it through those chunk
@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Unpack
 
 from cards import (
@@ -46,26 +46,29 @@ from cards import (
     artifact_id_for_digest,
     experiment_id,
 )
+from cards.errors import IntegrityError, ObjectMissing
 from cards.policy import check_byte_quota, check_card_quota
+from cas._backend import Entry
 from cas._bucket._backend import BucketBackend
-from cas._bucket._cache import LocalCopies
+from cas._bucket._cache import LocalCopies, download
 from cas._bucket._cards import BucketCards
-from cas._bucket._client import BucketClient
+from cas._bucket._client import BucketClient, Upload
 from cas._bucket._hasher import hash_for_upload
 from cas._bucket._keys import BucketKeys
 from cas._bucket._probe import Capabilities, known
-from cas._bucket._publish import Proofs, Publisher
-from cas._bucket._ranged import pinned
+from cas._bucket._proofs import Proofs
+from cas._bucket._publish import Publisher, quarantine
+from cas._bucket._ranged import pin_object
 from cas._bucket._settings import BucketSettings
 from cas._hashing import Digests, hash_export
 from cas._progress import Progress
 from cas._results import Committing, Provenance, Recorded, commit_card
-from cas._store import Options, Recording, Room, Store, retried
+from cas._store import Options, Recording, Room, Store, retry_lost_writes
 from cas._verify import IntegrityMode
 
 if TYPE_CHECKING:
     from cards import CardMetadata
-    from cas._fsck import FsckReport
+    from cas._fsck import FsckRoom, Leftover
     from cas.slicing._reader import RemoteBytes
 
 
@@ -155,16 +158,6 @@ class BucketStore(Store):
         """None: a bucket gives no cheap token for "the cards changed"; callers list instead."""
         return None
 
-    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
-        """Hash every object, check every card, find leftovers (`cas.fsck`).
-
-        Raises:
-            StoreIOError: the bucket failed.
-        """
-        from cas._bucket._fsck import fsck_bucket
-
-        return fsck_bucket(self, repair=repair, progress=progress)
-
     @contextlib.contextmanager
     def _opened(self, *, create: bool) -> Iterator[Room | None]:
         yield BucketRoom(self.cards)
@@ -242,7 +235,7 @@ class BucketStore(Store):
 
             return commit_card(commit, existing, completed, table_warnings, self._clock(), write)
 
-        return retried(attempt)
+        return retry_lost_writes(attempt)
 
     # -- objects ----------------------------------------------------------------------------
 
@@ -258,7 +251,7 @@ class BucketStore(Store):
         """A verified local copy (left by a resolve) is read from disk; else ranged GETs."""
         if self.copies.has(card.typed_artifact_id):
             return None
-        return pinned(self.client, self.keys, card)
+        return pin_object(self.client, self.keys, card)
 
     def _has_object(self, room: Room, artifact_id: ArtifactId) -> bool:
         """Cached here, or its key exists in the bucket (not a proof)."""
@@ -269,6 +262,9 @@ class BucketStore(Store):
     def _stored(self, room: Room) -> tuple[int, int]:
         return self._listed()
 
+    def _checking(self, room: Room) -> FsckRoom:
+        return _BucketCheck(self)
+
     def _listed(self) -> tuple[int, int]:
         """How many objects the bucket holds for this project, and their bytes (one listing)."""
         objects = total = 0
@@ -277,3 +273,49 @@ class BucketStore(Store):
                 objects += 1
                 total += head.size
         return objects, total
+
+
+class _BucketCheck:
+    """What `fsck` asks of a bucket project: ranged GETs, stage ages, incomplete uploads."""
+
+    def __init__(self, store: BucketStore) -> None:
+        self._client, self._keys = store.client, store.keys
+        self.backend = store.backend
+        stale_after = timedelta(seconds=store.settings.stale_after_s)
+        self._older_than = datetime.now(UTC) - stale_after
+
+    def digests(self, entry: Entry, progress: Progress | None) -> Digests | None:
+        """The object hashed as read back (one version); None when it is gone or changed."""
+        try:
+            got = download(self._client, self._keys.root + entry.key, None, entry.size, 2, None)
+        except (ObjectMissing, IntegrityError):
+            return None
+        if progress is not None:
+            progress.advance(entry.size)
+        return got
+
+    def stale(self, entry: Entry) -> bool:
+        """Whether a staging key is older than `stale_after_s`."""
+        return entry.modified <= self._older_than.timestamp()
+
+    def leftovers(self) -> Iterator[Leftover]:
+        """The project's incomplete multipart uploads."""
+        for upload in self._client.uploads(self._keys.root):
+            name = "upload:" + upload.key.removeprefix(self._keys.root)
+            yield _Upload(self._client, upload, name, upload.initiated <= self._older_than)
+
+    def quarantine(self, artifact_id: ArtifactId) -> None:
+        """Copy the object into `quarantine/`, then remove it from its address."""
+        quarantine(self._client, self._keys, artifact_id)
+
+
+class _Upload:
+    """An incomplete multipart upload, a crash leftover once stale."""
+
+    def __init__(self, client: BucketClient, upload: Upload, name: str, stale: bool) -> None:
+        self._client, self._upload = client, upload
+        self.name, self.stale = name, stale
+
+    def remove(self) -> None:
+        """Abort it."""
+        self._client.abort(self._upload.key, self._upload.upload_id)
