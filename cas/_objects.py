@@ -13,30 +13,17 @@ import stat
 import time
 from collections.abc import Iterator
 
-import msgspec
-
 from cards import ArtifactId, parse_artifact_id
 from cards.errors import InvalidId, ObjectMissing, PathEscape, SourceMissing, StoreIOError
 from cas import _fs
 from cas._hashing import Digests, hash_fd
-from cas._layout import CHUNKS_SUFFIX, OBJECTS, VERIFIED_SUFFIX, ProjectLayout
+from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX, ProjectLayout
 from cas._progress import Progress
 from cas._usage import ObjectSummary, summarise
 
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_RECORD_BYTES = 4096
 _SIDE_FILES = (CHUNKS_SUFFIX, VERIFIED_SUFFIX)
-
-
-class ObjectEntry(msgspec.Struct, frozen=True):
-    """One entry of the objects tree: named like an object (`artifact_id` set), or not.
-
-    A name is not a proof: the entry may be a symlink or hold other bytes (`fsck` checks).
-    """
-
-    path: str  # relative to the project directory, for reports
-    artifact_id: ArtifactId | None
-    size: int
 
 
 class ObjectStore:
@@ -84,20 +71,6 @@ class ObjectStore:
             return hash_fd(fd, progress)
         finally:
             os.close(fd)
-
-    def walk(self) -> Iterator[ObjectEntry]:
-        """Every entry below `objects/`, in name order; manifests and records are skipped."""
-        for shard in sorted(_fs.list_dir_beneath(self._fd, (OBJECTS,))):
-            try:
-                shard_fd = _fs.open_dir_beneath(self._fd, (OBJECTS, shard))
-            except (SourceMissing, PathEscape):
-                yield ObjectEntry(f"{OBJECTS}/{shard}", None, 0)
-                continue
-            try:
-                for name, artifact_id, size in _shard_entries(shard_fd, shard):
-                    yield ObjectEntry(f"{OBJECTS}/{shard}/{name}", artifact_id, size)
-            finally:
-                os.close(shard_fd)
 
     def summary(self, stage_fd: int | None = None) -> ObjectSummary:
         """Count, bytes and sizes of the named objects, from the persisted summary (`_usage`).
@@ -198,16 +171,12 @@ class ObjectStore:
         return name
 
 
-def _shard_entries(shard_fd: int, shard: str) -> Iterator[tuple[str, ArtifactId | None, int]]:
-    """(name, artifact id if the name is an object's, size) of one shard's entries, by name."""
-    for entry in sorted(os.scandir(shard_fd), key=lambda e: e.name):
-        if not entry.name.endswith(_SIDE_FILES):
-            size = entry.stat(follow_symlinks=False).st_size
-            yield entry.name, object_name(entry.name, shard), size
-
-
 def _object_sizes(shard_fd: int, shard: str) -> Iterator[int]:
-    return (size for _, artifact_id, size in _shard_entries(shard_fd, shard) if artifact_id)
+    """The sizes of one shard's objects (entries named like an object of that shard)."""
+    with os.scandir(shard_fd) as entries:
+        for entry in entries:
+            if not entry.name.endswith(_SIDE_FILES) and object_name(entry.name, shard):
+                yield entry.stat(follow_symlinks=False).st_size
 
 
 def object_name(name: str, shard: str) -> ArtifactId | None:
