@@ -29,7 +29,7 @@ from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from cas._bucket import BucketSettings, BucketStore
-    from cas._bucket._migrate import migrate
+    from cas._migrate import migrate
     from cas._catalog import Catalog, SearchHit
     from cas._catalog_local import CatalogCheck, LocalCatalog
     from cas._fs import atomic_write, make_dirs, make_root, open_dir, read_small, write_new
@@ -52,7 +52,7 @@ _EXPORTS = {
     "write_new": "cas._fs",
     "BucketSettings": "cas._bucket",
     "BucketStore": "cas._bucket",
-    "migrate": "cas._bucket._migrate",
+    "migrate": "cas._migrate",
     "FsckReport": "cas._fsck",
     "Store": "cas._store",
     "fsck": "cas._fsck",
