@@ -29,12 +29,12 @@ from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from cas._bucket import BucketSettings, BucketStore
-    from cas._migrate import migrate
     from cas._catalog import Catalog, SearchHit
     from cas._catalog_local import CatalogCheck, LocalCatalog
     from cas._fs import atomic_write, make_dirs, make_root, open_dir, read_small, write_new
     from cas._fsck import FsckReport, fsck
     from cas._local_store import ProjectStore
+    from cas._migrate import migrate
     from cas._results import Located, Provenance, Recorded, Resolved
     from cas._store import Store, utc_now
     from cas._verify import IntegrityMode, VerificationCache

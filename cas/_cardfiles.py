@@ -159,6 +159,10 @@ class CardFiles:
                 return None
             raise
 
+    def find_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1 | None, None]:
+        """The usable card at `exp_id` (`find`); no version: the commit lock orders writers."""
+        return self.find(exp_id), None
+
     def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
         """Every card file, in name order, read through one directory descriptor.
 

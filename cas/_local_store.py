@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Unpack
 
 from cards import ArtifactId
-from cards.errors import InvalidInput, ObjectMissing
+from cards.errors import ArtifactTooLarge, InvalidInput, ObjectMissing, SourceChanged, StoreIOError
 from cas import _fs
 from cas._backend import Entry
 from cas._layout import TMP
@@ -101,6 +101,28 @@ class ProjectStore(Store):
     def _has_object(self, room: Room, artifact_id: ArtifactId) -> bool:
         key = "/".join(self.layout.object_path(artifact_id))
         return LocalBackend(_project(room).fd).stat(key) is not None  # a regular file only
+
+    def _adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
+        """Copy the bytes into a stage, hashed as copied, and publish it (or find it stored)."""
+        from cas._hashing import copy_and_hash
+
+        with self._opened(create=True) as opened:
+            project = _project(require_room(opened))
+            if self._verifier.proven_copy(project.objects, artifact_id, digests):
+                return True
+            with project.staging() as tmp_fd, _fs.staged(tmp_fd, "object") as stage:
+                try:
+                    copied = copy_and_hash(source_fd, stage.fd, limit=digests.size)
+                except ArtifactTooLarge:
+                    raise SourceChanged("the bytes grew while they were copied") from None
+                except OSError as exc:
+                    raise StoreIOError(f"cannot copy the object: {exc.strerror}") from exc
+                if copied.sha256 != digests.sha256 or copied.size != digests.size:
+                    raise SourceChanged("the bytes changed while they were copied")
+                with project.locked():
+                    return self._verifier.adopt(
+                        project.objects, tmp_fd, stage, artifact_id, digests
+                    )
 
     def _stored(self, room: Room) -> tuple[int, int]:
         return _project(room).objects.usage()

@@ -1,25 +1,29 @@
-"""Copying a local project store into its bucket: every object proven, idempotent, resumable.
+"""Copying a project from one store into another, whatever their backends: every object proven.
 
-For each valid card of the local project, in name order, the object is first proven: resolved
-through a local store opened with `integrity = "always"` (size and SHA-256 from a full hash,
-never from a verification record), its chunk manifest checked against the card. It is then
-published by the same conditional creates a record uses (`_publish`): bytes the bucket already
-holds under their address, with our size and SHA-256, are not sent again. Only then is the card
-created, with `If-None-Match: *`. So the bucket never holds a migrated card before its object;
-a crash or an interrupt leaves at most objects without cards, and running again finishes the
-job, sending nothing twice.
+`artmem migrate --to s3` copies the local store into its bucket; the copy itself is written once
+for any two stores (`Store`), each over its own backend. For each valid card of the source, in
+name order, the object is first proven: resolved through a source store opened with
+`integrity = "always"` (size and SHA-256 from a full hash, never from a verification record),
+its chunk manifest checked against the card. It is then stored in the destination as that
+store stores a record's bytes (`Store.adopt_object`: bytes the destination already holds
+under their address, proven intact, are not copied again; a bucket's conditional creates, a
+local stage hashed as written and linked). Only then is the card created
+(`Store.adopt_card`: only if absent). So the destination never holds a migrated card before its
+object; a crash or an interrupt leaves at most objects without cards, and running again
+finishes the job, copying nothing twice.
 
-A card the bucket already holds is never overwritten: an equal one counts as present, another
-one (recorded in the bucket meanwhile, or re-described there) as conflicting, reported for the
-operator to look at. A corrupt card object in the bucket is replaced (`If-Match` on exactly
-that version), as a record would. Invalid local cards and objects that fail their proof are
-reported and skipped; the rest goes on.
+A card the destination already holds is never overwritten: an equal one counts as present,
+another one (recorded there meanwhile, or re-described there) as conflicting, reported for
+the operator to look at. A corrupt card in the destination is replaced, as a record would.
+Invalid source cards and objects that fail their proof are reported and skipped; the rest
+goes on.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -33,14 +37,14 @@ from cards.errors import (
     StoreIOError,
 )
 from cas import _fs
-from cas._bucket._cards import BucketCards
-from cas._bucket._store import BucketStore
 from cas._chunks import parse_manifest
 from cas._hashing import Digests
-from cas._local_store import ProjectStore
 from cas._objects import MAX_MANIFEST_BYTES
-from cas._progress import Progress
 from cas._verify import IntegrityMode
+
+if TYPE_CHECKING:
+    from cas._progress import Progress
+    from cas._store import Store
 
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -48,9 +52,9 @@ _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 class MigrateReport(msgspec.Struct):
     """What a migration did, in store ids and counts only."""
 
-    cards: int = 0  # valid local cards seen
+    cards: int = 0  # valid source cards seen
     objects_sent: int = 0
-    objects_present: int = 0  # already in the bucket: nothing sent
+    objects_present: int = 0  # already in the destination: nothing copied
     bytes_sent: int = 0
     cards_created: int = 0
     cards_present: int = 0
@@ -59,30 +63,27 @@ class MigrateReport(msgspec.Struct):
 
     @property
     def ok(self) -> bool:
-        """Whether every local card is now in the bucket as it is here."""
+        """Whether every source card is now in the destination as it is in the source."""
         return not self.cards_conflicting and not self.skipped
 
 
-def migrate(
-    local: ProjectStore, bucket: BucketStore, progress: Progress | None = None
-) -> MigrateReport:
-    """Copy `local`'s cards and their proven objects into `bucket` (see the module docstring).
+def migrate(source: Store, dest: Store, progress: Progress | None = None) -> MigrateReport:
+    """Copy `source`'s cards and their proven objects into `dest` (see the module docstring).
 
-    `progress` advances by each object's bytes once it is in the bucket.
+    `progress` advances by each object's bytes once it is in the destination.
 
     Raises:
-        InvalidInput: the two stores serve different projects, or `local` is not proving
+        InvalidInput: the two stores serve different projects, or `source` is not proving
             every object (`integrity = "always"`).
-        StoreIOError: the bucket failed (retryable: running again resumes).
+        StoreIOError: a store failed (retryable: running again resumes).
     """
-    if local.project_id != bucket.project_id:
-        raise InvalidInput("a project migrates into the same project's place in the bucket")
-    if local.integrity is not IntegrityMode.ALWAYS:
-        raise InvalidInput("migration proves every object: open the local store in 'always' mode")
+    if source.project_id != dest.project_id:
+        raise InvalidInput("a project migrates into the same project's place in the other store")
+    if source.integrity is not IntegrityMode.ALWAYS:
+        raise InvalidInput("migration proves every object: open the source store in 'always' mode")
     report = MigrateReport()
-    cards = bucket.cards
     done: set[str] = set()
-    for read in local.read_cards():
+    for read in source.read_cards():
         card = read.card
         if isinstance(card, ArtifactError):
             report.skipped.append((read.name, str(card.code)))
@@ -91,21 +92,19 @@ def migrate(
         report.cards += 1
         try:
             if card.artifact.artifact_id not in done:
-                _copy_object(local, bucket, card, report)
+                _copy_object(source, dest, card, report)
                 done.add(card.artifact.artifact_id)
                 if progress is not None:
                     progress.advance(card.artifact.bytes)
         except (IntegrityError, ObjectMissing) as exc:
             report.skipped.append((read.name, str(exc.code)))
             continue
-        _copy_card(cards, card, report)
+        _copy_card(dest, card, report)
     return report
 
 
-def _copy_object(
-    local: ProjectStore, bucket: BucketStore, card: ExperimentCardV1, report: MigrateReport
-) -> None:
-    resolved = local.resolve(card.experiment_id)  # a full hash: size and SHA-256 proven
+def _copy_object(source: Store, dest: Store, card: ExperimentCardV1, report: MigrateReport) -> None:
+    resolved = source.resolve(card.experiment_id)  # a full hash: size and SHA-256 proven
     digests = Digests(
         card.artifact.bytes,
         bytes.fromhex(card.artifact.sha256),
@@ -114,11 +113,11 @@ def _copy_object(
     try:
         fd = os.open(resolved.path, _OPEN)
     except OSError as exc:
-        raise StoreIOError(f"cannot open the local object: {exc.strerror}") from exc
+        raise StoreIOError(f"cannot open the source object: {exc.strerror}") from exc
     try:
-        present, _ = bucket.publisher().publish(card.typed_artifact_id, digests, fd)
-    except SourceChanged as exc:  # the local object differs from what resolve just proved
-        raise IntegrityError("the local object changed while it was migrated") from exc
+        present = dest.adopt_object(card.artifact.artifact_id, digests, fd)
+    except SourceChanged as exc:  # the source object differs from what resolve just proved
+        raise IntegrityError("the source object changed while it was migrated") from exc
     finally:
         os.close(fd)
     if present:
@@ -149,14 +148,11 @@ def _manifest_digests(path: str, card: ExperimentCardV1) -> tuple[bytes, ...]:
     return parse_manifest(raw).digests
 
 
-def _copy_card(cards: BucketCards, card: ExperimentCardV1, report: MigrateReport) -> None:
-    existing, etag = cards.find_versioned(card.typed_experiment_id)
-    if existing is None and cards.write(card, etag):  # absent, or corrupt: replaced
+def _copy_card(dest: Store, card: ExperimentCardV1, report: MigrateReport) -> None:
+    created = dest.adopt_card(card)
+    if created:
         report.cards_created += 1
-        return
-    if existing is None:  # created by another writer meanwhile: look again
-        existing, _ = cards.find_versioned(card.typed_experiment_id)
-    if existing == card:
+    elif created is False:
         report.cards_present += 1
     else:
         report.cards_conflicting.append(card.experiment_id)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the card models and the rooms load with the first store
     from cas._card_log import LogMark
     from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
     from cas._fsck import FsckReport, FsckRoom
+    from cas._hashing import Digests
     from cas._ingest import ExportSource
     from cas._progress import Progress
     from cas._results import Located, Provenance, Recorded, Resolved, Usage
@@ -61,6 +62,10 @@ class CardRoom(Protocol):
 
     def read_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1, str | None]:
         """One card and the version a conditional write replaces (None: the lock decides)."""
+        ...
+
+    def find_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1 | None, str | None]:
+        """The usable card (None: absent or corrupt) and the version a write replaces."""
         ...
 
     def read_many(self, exp_ids: Sequence[ExperimentId]) -> list[ExperimentCardV1 | None]:
@@ -190,6 +195,10 @@ class Store:
 
     def _has_object(self, room: Room, artifact_id: ArtifactId) -> bool:
         """Whether the object's name is stored (not a verification)."""
+        raise NotImplementedError
+
+    def _adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
+        """Store the bytes at `source_fd` unless an intact copy is; whether one was."""
         raise NotImplementedError
 
     def _stored(self, room: Room) -> tuple[int, int]:
@@ -395,6 +404,47 @@ class Store:
                 return FsckReport()
             checking = self._checking(room)
             return check_project(checking, self.project_id, repair=repair, progress=progress)
+
+    def adopt_object(self, artifact_id: str, digests: Digests, source_fd: int) -> bool:
+        """Store the bytes at `source_fd` (proven elsewhere to be `digests`') at their address.
+
+        Nothing is stored when an intact copy is (proven, never by its name); a corrupt one is
+        moved aside first. Returns whether one was. A copy between stores (`cas.migrate`).
+
+        Raises:
+            SourceChanged: the bytes read are not `digests`' (nothing is stored).
+            BackendUnsupported: the service lacks a conditional create.
+            StoreIOError: the store failed, or is open read-only.
+        """
+        from cas._results import check_writable
+
+        check_writable(self.read_only)
+        return self._adopt(parse_artifact_id(artifact_id), digests, source_fd)
+
+    def adopt_card(self, card: ExperimentCardV1) -> bool | None:
+        """Create `card` unless a usable card holds its id (a corrupt one is replaced).
+
+        True: created; False: an equal card is there; None: another card is (never replaced).
+
+        Raises:
+            UnsupportedVersion: a card of a newer schema holds the id.
+            StoreIOError: the store failed, or is open read-only.
+        """
+        from cas._results import check_writable
+
+        check_writable(self.read_only)
+        exp_id = card.typed_experiment_id
+        with self._opened(create=True) as opened:
+            room = require_room(opened)
+
+            def attempt() -> tuple[bool | None] | None:
+                with room.locked():
+                    existing, version = room.cards.find_versioned(exp_id)
+                    if existing is not None:
+                        return (False if existing == card else None,)
+                    return (True,) if room.write_card(card, version) else None
+
+            return retry_lost_writes(attempt)[0]
 
     def has_object(self, artifact_id: str) -> bool:
         """Whether the object's name is stored (a stat, not a verification)."""

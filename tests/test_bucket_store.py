@@ -314,3 +314,32 @@ def test_card_update_on_a_second_host(backend: Backend):
     assert store.load_card(recorded.card.experiment_id).title == "Retitled elsewhere"
     status = IndexStatus(state=IndexState.PENDING)
     assert store.set_index_status(recorded.card.experiment_id, status).index == status
+
+
+def _local_elsewhere(backend: Backend, **kwargs: object) -> Store:
+    from cas import ProjectStore
+
+    return ProjectStore(str(backend.ws.root / "elsewhere"), PROJECT, **kwargs)  # type: ignore[arg-type]
+
+
+def test_migrate_copies_between_any_two_backends_and_heals_a_corrupt_copy(backend: Backend):
+    from cas import IntegrityMode, migrate
+
+    data = os.urandom(300_000)
+    source = backend.store(integrity=IntegrityMode.ALWAYS)
+    recorded = backend.record(source, "a.bin", data)
+    backend.record(source, "b.bin", b"small bytes")
+    into = _local_elsewhere(backend)
+    first = migrate(source, into)
+    assert first.ok and first.cards_created == 2 and first.objects_sent == 2
+    assert Path(into.resolve(recorded.card.experiment_id).path).read_bytes() == data
+    again = migrate(source, into)
+    assert again.ok and again.objects_sent == 0 and again.cards_present == 2
+    # Out of the local copy and back into this backend: a corrupt stored copy is replaced.
+    backend.corrupt(source, recorded.card.artifact.artifact_id, len(data))
+    back = migrate(_local_elsewhere(backend, integrity=IntegrityMode.ALWAYS), backend.store())
+    assert back.ok and back.objects_sent == 1 and back.objects_present == 1
+    assert back.cards_present == 2
+    fresh = backend.other_host(cache=VerificationCache(), integrity=IntegrityMode.ALWAYS)
+    assert Path(fresh.resolve(recorded.card.experiment_id).path).read_bytes() == data
+    assert fsck(backend.store()).ok

@@ -259,6 +259,11 @@ class BucketStore(Store):
             return True
         return self.client.head(self.keys.object(artifact_id)) is not None
 
+    def _adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
+        """Publish the bytes as a record does (`Publisher`), unless they are proven stored."""
+        present, _ = self.publisher().publish(artifact_id, digests, source_fd)
+        return present
+
     def _stored(self, room: Room) -> tuple[int, int]:
         return self._listed()
 
