@@ -18,6 +18,7 @@ from cards.errors import InvalidId, ObjectMissing, PathEscape, SourceMissing, St
 from cas import _fs
 from cas._hashing import Digests, hash_fd
 from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX, ProjectLayout
+from cas._local_backend import LocalBackend
 from cas._progress import Progress
 from cas._usage import ObjectSummary, summarise
 
@@ -32,6 +33,7 @@ class ObjectStore:
     def __init__(self, project_fd: int, layout: ProjectLayout) -> None:
         self._fd = project_fd
         self._layout = layout
+        self._keys = LocalBackend(project_fd)  # the side files: manifests, verification records
 
     def lstat(self, artifact_id: ArtifactId) -> os.stat_result | None:
         """What holds the object's name (not followed), or None when nothing does."""
@@ -86,47 +88,38 @@ class ObjectStore:
 
     def read_manifest(self, artifact_id: ArtifactId) -> bytes | None:
         """The stored chunk manifest's bytes, or None when it is absent or unreadable."""
-        return self._read_side(self._layout.chunks_path(artifact_id), MAX_MANIFEST_BYTES)
+        return self._read_side(artifact_id, CHUNKS_SUFFIX, MAX_MANIFEST_BYTES)
 
     def read_record(self, artifact_id: ArtifactId) -> bytes | None:
         """The object's verification record, or None when it is absent or unreadable."""
-        path = (*self._layout.object_dir(artifact_id), artifact_id + VERIFIED_SUFFIX)
-        return self._read_side(path, MAX_RECORD_BYTES)
+        return self._read_side(artifact_id, VERIFIED_SUFFIX, MAX_RECORD_BYTES)
 
     def write_record(self, artifact_id: ArtifactId, data: bytes) -> bool:
-        """Replace the object's verification record atomically; False if it cannot be written.
+        """Write the object's verification record (`LocalBackend`); False if it was not written.
 
-        A record only saves a later rehash, so failing to write one is not an error.
+        A record only saves a later rehash, so failing to write one (no object, or another
+        writer replaced the record first) is not an error.
         """
+        key = self._side_key(artifact_id, VERIFIED_SUFFIX)
         try:
-            obj_dir = _fs.open_dir_beneath(self._fd, self._layout.object_dir(artifact_id))
-        except (SourceMissing, PathEscape):
+            if self.lstat(artifact_id) is None:
+                return False
+            entry = self._keys.stat(key)
+            if entry is None:
+                return self._keys.create(key, data) is not None
+            return self._keys.replace(key, data, entry.version) is not None
+        except (StoreIOError, PathEscape):
             return False
-        try:
-            tmp_fd = _fs.make_dirs(self._fd, self._layout.tmp_dir)
-            try:
-                _fs.atomic_write(obj_dir, artifact_id + VERIFIED_SUFFIX, data, tmp_fd, "verified")
-            finally:
-                os.close(tmp_fd)
-        except (StoreIOError, PathEscape, OSError):
-            return False
-        finally:
-            os.close(obj_dir)
-        return True
 
-    def _read_side(self, path: tuple[str, ...], max_bytes: int) -> bytes | None:
+    def _side_key(self, artifact_id: ArtifactId, suffix: str) -> str:
+        return "/".join((*self._layout.object_dir(artifact_id), artifact_id + suffix))
+
+    def _read_side(self, artifact_id: ArtifactId, suffix: str, max_bytes: int) -> bytes | None:
         try:
-            fd = _fs.open_file_beneath(self._fd, path)
-        except (SourceMissing, PathEscape):
+            got = self._keys.read(self._side_key(artifact_id, suffix), 0, max_bytes + 1)
+        except (ObjectMissing, StoreIOError):
             return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            return _fs.read_small(fd, max_bytes)
-        except (StoreIOError, OSError):
-            return None
-        finally:
-            os.close(fd)
+        return got.data if len(got.data) <= max_bytes else None
 
     def publish(
         self, stage: _fs.Staged | None, artifact_id: ArtifactId, manifest: bytes, tmp_fd: int

@@ -61,6 +61,8 @@ from cas._bucket._publish import Publisher, quarantine
 from cas._bucket._ranged import pin_object
 from cas._bucket._settings import BucketSettings
 from cas._hashing import Digests, hash_export
+from cas._layout import OBJECTS
+from cas._objects import object_name
 from cas._progress import Progress
 from cas._results import Committing, Provenance, Recorded, commit_card
 from cas._store import Options, Recording, Room, Store, retry_lost_writes
@@ -273,10 +275,11 @@ class BucketStore(Store):
     def _listed(self) -> tuple[int, int]:
         """How many objects the bucket holds for this project, and their bytes (one listing)."""
         objects = total = 0
-        for head in self.client.listing(self.keys.objects):
-            if self.keys.object_of(head.key) is not None:
+        for entry in self.backend.list(f"{OBJECTS}/"):
+            shard, _, name = entry.key.removeprefix(f"{OBJECTS}/").partition("/")
+            if object_name(name, shard) is not None:
                 objects += 1
-                total += head.size
+                total += entry.size
         return objects, total
 
 
