@@ -343,3 +343,25 @@ def test_migrate_copies_between_any_two_backends_and_heals_a_corrupt_copy(backen
     fresh = backend.other_host(cache=VerificationCache(), integrity=IntegrityMode.ALWAYS)
     assert Path(fresh.resolve(recorded.card.experiment_id).path).read_bytes() == data
     assert fsck(backend.store()).ok
+
+
+def test_fsck_reports_a_bad_card_and_a_stray_key_on_every_backend(backend: Backend):
+    store = backend.store()
+    recorded = backend.record(store, "a.bin", os.urandom(2000))
+    bad_card = f"cards/exp_{'a' * 52}.json"
+    stray = "objects/zz/not-an-object"
+    if backend.host is None:
+        project = backend.ws.project_dir(store)  # type: ignore[arg-type]
+        (project / bad_card).write_text("{}")
+        (project / "objects" / "zz").mkdir()
+        (project / stray).write_bytes(b"x")
+    else:
+        s3 = raw_client(backend.host.endpoint)
+        root = store.keys.root  # type: ignore[attr-defined]
+        s3.put_object(Bucket=backend.host.bucket, Key=root + bad_card, Body=b"{}")
+        s3.put_object(Bucket=backend.host.bucket, Key=root + stray, Body=b"x")
+    report = fsck(store, repair=True)
+    assert [problem.name for problem in report.invalid_cards] == [bad_card.removeprefix("cards/")]
+    assert report.unknown_entries == [stray] and report.cards == 1 and report.objects == 1
+    assert report.quarantined == [] and report.orphans == [] and not report.ok
+    assert backend.other_host().resolve(recorded.card.experiment_id).card == recorded.card
