@@ -123,7 +123,7 @@ class Recorder(msgspec.Struct, frozen=True):
         metadata = detect(fd, digests.size, name, metadata)
         # Read outside the lock (it may take seconds); the card seen here only spares a
         # needless read: `_commit` decides on the card under the lock.
-        seen = project.cards.find(self.experiment_id(digests, metadata))
+        seen, _ = project.cards.find_versioned(self.experiment_id(digests, metadata))
         return metadata, _footer.measure(fd, digests.manifest(), metadata, seen)
 
     def experiment_id(self, digests: Digests, metadata: CardMetadata) -> ExperimentId:
@@ -148,7 +148,7 @@ class Recorder(msgspec.Struct, frozen=True):
         """Publish the object (unless `stage` is None: then it must be stored) and the card."""
         artifact_id = artifact_id_for_digest(digests.sha256)
         exp_id = self.experiment_id(digests, metadata)
-        existing = project.cards.find(exp_id)
+        existing, _ = project.cards.find_versioned(exp_id)
         metadata, table_warnings = table.complete(metadata, existing, self.limits)
         if existing is None:
             check_card_quota(project.cards.count(), self.limits)
