@@ -159,6 +159,20 @@ class CardReads:
         except (ExperimentNotFound, CardInvalid):
             return None
 
+    # Each backend lists its own way (a directory's stamps and card log; a bucket's listing).
+
+    def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
+        """Every card, in name order; cards whose stamp equals `unchanged[name]` are not read."""
+        raise NotImplementedError
+
+    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
+        """The cards changed since a card log mark (no log: every card)."""
+        raise NotImplementedError
+
+    def count(self) -> int:
+        """How many card names there are (each holds a quota slot)."""
+        raise NotImplementedError
+
 
 class CardFiles(CardReads):
     """The card files of the project open at `project_fd` (borrowed: the caller closes it).

@@ -83,15 +83,9 @@ class FsckReport:
         return self.problems == 0
 
 
-class Leftover(Protocol):
-    """A crash leftover outside the project's keys (a bucket's incomplete upload)."""
-
-    name: str
-    stale: bool
-
-    def remove(self) -> None:
-        """Remove it (gone already: nothing to do)."""
-        ...
+# A crash leftover outside the project's keys (a bucket's incomplete upload): its name in the
+# report, whether it is stale, and how to remove it.
+Leftover = tuple[str, bool, Callable[[], None]]
 
 
 class FsckRoom(Protocol):
@@ -160,10 +154,10 @@ def check_project(
                 stale.append(functools.partial(backend.delete, entry.key))
             else:
                 report.live_stages += 1
-    for leftover in room.leftovers():
-        if leftover.stale:
-            report.stale_stages.append(leftover.name)
-            stale.append(leftover.remove)
+    for name, is_stale, remove in room.leftovers():
+        if is_stale:
+            report.stale_stages.append(name)
+            stale.append(remove)
         else:
             report.live_stages += 1
     findings = _check_objects(room, objects, report, progress)
@@ -181,7 +175,7 @@ def _check_card(
     cards: list[ExperimentCardV1],
     report: FsckReport,
 ) -> None:
-    from cards.card import parse_card
+    from cards import parse_card
 
     try:
         exp_id = parse_experiment_id(name.removesuffix(CARD_SUFFIX))

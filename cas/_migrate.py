@@ -21,7 +21,6 @@ goes on.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import TYPE_CHECKING
 
@@ -36,11 +35,9 @@ from cards.errors import (
     SourceChanged,
     StoreIOError,
 )
-from cas import _fs
-from cas._chunks import parse_manifest
 from cas._hashing import Digests
-from cas._objects import MAX_MANIFEST_BYTES
 from cas._verify import IntegrityMode
+from cas.slicing._reader import load_manifest
 
 if TYPE_CHECKING:
     from cas._progress import Progress
@@ -105,11 +102,8 @@ def migrate(source: Store, dest: Store, progress: Progress | None = None) -> Mig
 
 def _copy_object(source: Store, dest: Store, card: ExperimentCardV1, report: MigrateReport) -> None:
     resolved = source.resolve(card.experiment_id)  # a full hash: size and SHA-256 proven
-    digests = Digests(
-        card.artifact.bytes,
-        bytes.fromhex(card.artifact.sha256),
-        _manifest_digests(resolved.manifest_path, card),
-    )
+    manifest = load_manifest(source.locate(card.experiment_id).source)  # proven the card's
+    digests = Digests(card.artifact.bytes, bytes.fromhex(card.artifact.sha256), manifest.digests)
     try:
         fd = os.open(resolved.path, _OPEN)
     except OSError as exc:
@@ -125,27 +119,6 @@ def _copy_object(source: Store, dest: Store, card: ExperimentCardV1, report: Mig
     else:
         report.objects_sent += 1
         report.bytes_sent += digests.size
-
-
-def _manifest_digests(path: str, card: ExperimentCardV1) -> tuple[bytes, ...]:
-    """The chunk digests of the manifest the card binds.
-
-    Raises:
-        IntegrityError: the manifest is missing, unreadable, or not the card's.
-    """
-    try:
-        fd = os.open(path, _OPEN)
-    except OSError:
-        raise IntegrityError("the object's chunk manifest is missing") from None
-    try:
-        raw = _fs.read_small(fd, MAX_MANIFEST_BYTES)
-    except (OSError, StoreIOError):
-        raise IntegrityError("the object's chunk manifest cannot be read") from None
-    finally:
-        os.close(fd)
-    if hashlib.sha256(raw).hexdigest() != card.chunk_manifest_sha256:
-        raise IntegrityError("the chunk manifest differs from the one its card binds")
-    return parse_manifest(raw).digests
 
 
 def _copy_card(dest: Store, card: ExperimentCardV1, report: MigrateReport) -> None:

@@ -50,7 +50,6 @@ from cas._results import Committing, Provenance, Recorded, commit_card
 from cas._verify import Clock, Verifier
 
 if TYPE_CHECKING:
-    from cards import ExperimentCardV1
     from cas._store import Recording
     from cas.slicing._footer import Measured
 
@@ -171,11 +170,10 @@ class Recorder(msgspec.Struct, frozen=True):
             self.initial_index_state, present, healed,
         )  # fmt: skip
 
-        def write(card: ExperimentCardV1) -> bool:  # under the lock: never loses
-            project.cards.write(card, tmp_fd)
-            return True
-
-        done = commit_card(commit, existing, metadata, table_warnings, self.clock(), write)
+        done = commit_card(  # under the lock: the write never loses
+            commit, existing, metadata, table_warnings, self.clock(),
+            lambda card: project.write_card(card, None),
+        )  # fmt: skip
         assert done is not None
         return done
 

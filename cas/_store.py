@@ -27,14 +27,13 @@ if TYPE_CHECKING:  # the card models and the rooms load with the first store
         ArtifactId,
         CardMetadata,
         ExperimentCardV1,
-        ExperimentId,
         IndexState,
         IndexStatus,
         Limits,
         ProjectId,
     )
     from cas._card_log import LogMark
-    from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
+    from cas._cardfiles import CardChanges, CardRead, CardReads, CardScan, CardStamp
     from cas._fsck import FsckReport, FsckRoom
     from cas._hashing import Digests
     from cas._ingest import ExportSource
@@ -53,44 +52,12 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class CardRoom(Protocol):
-    """A project's cards, as each backend keeps them (`CardFiles`, `BucketCards`)."""
-
-    def read(self, exp_id: ExperimentId) -> ExperimentCardV1:
-        """One card (ExperimentNotFound, CardInvalid)."""
-        ...
-
-    def read_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1, str | None]:
-        """One card and the version a conditional write replaces (None: the lock decides)."""
-        ...
-
-    def find_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1 | None, str | None]:
-        """The usable card (None: absent or corrupt) and the version a write replaces."""
-        ...
-
-    def read_many(self, exp_ids: Sequence[ExperimentId]) -> list[ExperimentCardV1 | None]:
-        """Several cards; None for an absent or unusable one."""
-        ...
-
-    def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
-        """Every card, in name order; unchanged stamps are not read."""
-        ...
-
-    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
-        """The cards changed since a card log mark (no log: every card)."""
-        ...
-
-    def count(self) -> int:
-        """How many card names there are (each holds a quota slot)."""
-        ...
-
-
 class Room(Protocol):
     """One project, open for a call: its cards, its commit lock, and card writes."""
 
     @property
-    def cards(self) -> CardRoom:
-        """The project's cards."""
+    def cards(self) -> CardReads:
+        """The project's cards (`CardFiles`, `BucketCards`)."""
         ...
 
     def locked(self) -> AbstractContextManager[None]:

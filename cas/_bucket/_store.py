@@ -34,10 +34,11 @@ the same bytes converge on one object and one card, and nothing is ever overwrit
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, NamedTuple, Unpack
 
 from cards import (
     ArtifactId,
@@ -52,7 +53,7 @@ from cas._backend import Entry
 from cas._bucket._backend import BucketBackend
 from cas._bucket._cache import LocalCopies, download
 from cas._bucket._cards import BucketCards
-from cas._bucket._client import BucketClient, Upload
+from cas._bucket._client import BucketClient
 from cas._bucket._hasher import hash_for_upload
 from cas._bucket._keys import BucketKeys
 from cas._bucket._probe import Capabilities, known
@@ -74,16 +75,10 @@ if TYPE_CHECKING:
     from cas.slicing._reader import RemoteBytes
 
 
-class BucketRoom:
+class BucketRoom(NamedTuple):
     """A bucket project, open for a call: its cards; no lock (every write is conditional)."""
 
-    def __init__(self, cards: BucketCards) -> None:
-        self._cards = cards
-
-    @property
-    def cards(self) -> BucketCards:
-        """The project's card objects."""
-        return self._cards
+    cards: BucketCards
 
     def locked(self) -> contextlib.AbstractContextManager[None]:
         """No lock spans hosts: a write that lost its condition is decided again."""
@@ -91,7 +86,7 @@ class BucketRoom:
 
     def write_card(self, card: ExperimentCardV1, version: str | None) -> bool:
         """Create the card (`version` None) or replace exactly that version."""
-        return self._cards.write(card, version)
+        return self.cards.write(card, version)
 
 
 class BucketStore(Store):
@@ -231,11 +226,10 @@ class BucketStore(Store):
         def attempt() -> Recorded | None:
             existing, etag = cards.find_versioned(exp_id)
             completed, table_warnings = measured.complete(metadata, existing, self.limits)
-
-            def write(card: ExperimentCardV1) -> bool:
-                return cards.write(card, etag)
-
-            return commit_card(commit, existing, completed, table_warnings, self._clock(), write)
+            return commit_card(
+                commit, existing, completed, table_warnings, self._clock(),
+                lambda card: cards.write(card, etag),
+            )  # fmt: skip
 
         return retry_lost_writes(attempt)
 
@@ -310,20 +304,9 @@ class _BucketCheck:
         """The project's incomplete multipart uploads."""
         for upload in self._client.uploads(self._keys.root):
             name = "upload:" + upload.key.removeprefix(self._keys.root)
-            yield _Upload(self._client, upload, name, upload.initiated <= self._older_than)
+            abort = functools.partial(self._client.abort, upload.key, upload.upload_id)
+            yield name, upload.initiated <= self._older_than, abort
 
     def quarantine(self, artifact_id: ArtifactId) -> None:
         """Copy the object into `quarantine/`, then remove it from its address."""
         quarantine(self._client, self._keys, artifact_id)
-
-
-class _Upload:
-    """An incomplete multipart upload, a crash leftover once stale."""
-
-    def __init__(self, client: BucketClient, upload: Upload, name: str, stale: bool) -> None:
-        self._client, self._upload = client, upload
-        self.name, self.stale = name, stale
-
-    def remove(self) -> None:
-        """Abort it."""
-        self._client.abort(self._upload.key, self._upload.upload_id)
