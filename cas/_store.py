@@ -3,10 +3,11 @@
 One implementation of everything the host asks, over a backend's rooms: `ProjectStore`
 (`_local_store`: a local directory, its commit lock and card log) and `BucketStore`
 (`cas._bucket`: an S3-compatible bucket and a verified local cache) only open their project
-(`_opened`, a `Room`), record bytes into it (`_record`), and prove or locate an object. Cards
-are read, written and decided on here: an update re-reads and decides again when a
-conditional write lost (`retry_lost_writes`), which under the local commit lock never happens. A
-`read_only` store (the notebook API) records nothing and writes no card.
+(`_opened`, a `Room`), record bytes into it (`_record`), prove, locate or adopt an object,
+and say what fsck asks of them (`_checking`). Cards are read, written and decided on here: an
+update re-reads and decides again when a conditional write lost (`retry_lost_writes`), which
+under the local commit lock never happens. A `read_only` store (the notebook API) records
+nothing and writes no card.
 
 This module imports no room: they load with the first store of their backend, so naming
 `Store` (the host annotates with it) costs nothing.
