@@ -1,7 +1,7 @@
 """The bucket store against a local S3 server (moto), beside the local store and a plain upload.
 
-DESIGN.md §8: on S3-compatible storage, record at least 0.8 of a plain upload of the same bytes
-by the same client (boto3's `upload_file`, default transfer settings and checksums: a CRC32 per
+The target: a record into a bucket at least 0.8 as fast as a plain upload of the same bytes by
+the same client (boto3's `upload_file`, default transfer settings and checksums: a CRC32 per
 part, and over plain HTTP the signer's SHA-256 of every part too; a record whose first pass
 took every part's SHA-256 sends that as the part's checksum instead, the signer's hash its proof).
 `--record-only` measures just those pairs, and prints every pair's ratio. Every repeat measures,

@@ -31,7 +31,6 @@ from cards.lazy import lazy_exports as _lazy_exports
 if TYPE_CHECKING:
     from cas._bucket import BucketSettings, BucketStore
     from cas._bucket._gc import collect_bucket_garbage
-    from cas._bucket._migrate import migrate
     from cas._catalog import Catalog, SearchHit
     from cas._catalog_local import CatalogCheck, LocalCatalog
     from cas._fsck import FsckReport, fsck
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
         remove_experiments,
     )
     from cas._local_store import ProjectStore
+    from cas._migrate import migrate
     from cas._results import Located, Provenance, Recorded, Resolved
     from cas._retirement import retired_among
     from cas._store import Store
@@ -56,7 +56,7 @@ _EXPORTS = {
     "LocalCatalog": "cas._catalog_local",
     "BucketSettings": "cas._bucket",
     "BucketStore": "cas._bucket",
-    "migrate": "cas._bucket._migrate",
+    "migrate": "cas._migrate",
     "collect_bucket_garbage": "cas._bucket._gc",
     "FsckReport": "cas._fsck",
     "Store": "cas._store",

@@ -23,15 +23,18 @@ from cards.errors import (
     CardInvalid,
     ExperimentNotFound,
     InvalidInput,
+    ObjectMissing,
     PathEscape,
     SourceMissing,
     StoreIOError,
 )
 from cas import _card_log
-from cas._layout import CARD_SUFFIX, ProjectLayout
+from cas._backend import Backend
+from cas._layout import CARD_SUFFIX, CARDS, ProjectLayout
+from cas._local_backend import LocalBackend
 
 if TYPE_CHECKING:  # the card models load with the first card parsed, not with the store
-    from cards import ExperimentCardV1
+    from cards import ExperimentCardV1, ProjectId
     from cas._card_log import LogMark
 
 MAX_CARD_BYTES = 1 << 20
@@ -102,63 +105,86 @@ class CardScan(msgspec.Struct, frozen=True):
         return cls(cards=tuple(cards), problems=tuple(problems))
 
 
-class CardFiles:
-    """The cards of the project open at `project_fd` (borrowed: the caller closes it)."""
+class CardReads:
+    """One project's cards read through its keys (`backend`), validated on every read."""
 
-    def __init__(self, project_fd: int, layout: ProjectLayout) -> None:
-        self._fd = project_fd
+    def __init__(self, backend: Backend, layout: ProjectLayout) -> None:
+        self._backend = backend
         self._layout = layout
 
     def read(self, exp_id: ExperimentId) -> ExperimentCardV1:
-        """Read and validate one card.
+        """One card (see `read_versioned`)."""
+        return self.read_versioned(exp_id)[0]
+
+    def read_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1, str]:
+        """One card and the version of what holds its key (one bounded read).
 
         Raises:
-            ExperimentNotFound: there is no such card.
+            ExperimentNotFound: there is no such card (no regular file or key holds it).
             CardInvalid: the card is malformed, unsupported, or belongs elsewhere.
+            StoreIOError: the backend failed.
         """
         try:
-            fd = _fs.open_file_beneath(self._fd, self._layout.card_path(exp_id))
-        except (SourceMissing, PathEscape) as exc:
+            got = self._backend.read(card_key(exp_id), 0, MAX_CARD_BYTES + 1)
+        except ObjectMissing as exc:
             raise ExperimentNotFound("no experiment with that id in this project") from exc
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise CardInvalid("the card is not a regular file")
-            card = _parse(_fs.read_small(fd, MAX_CARD_BYTES))
-        except StoreIOError as exc:
-            raise CardInvalid("the card file is larger than a card may be") from exc
-        finally:
-            os.close(fd)
-        return self._checked(card, exp_id)
+        if len(got.data) > MAX_CARD_BYTES:
+            raise CardInvalid("the card file is larger than a card may be")
+        return checked_card(_parse(got.data), exp_id, self._layout.project_id), got.version
 
-    def read_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1, str | None]:
-        """One card; no version: its writers are ordered by the commit lock (`Project`)."""
-        return self.read(exp_id), None
+    def find_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1 | None, str | None]:
+        """The usable card at `exp_id` and the version of what holds its key.
+
+        A corrupt card gives (None, its version): replacing exactly that version heals it.
+
+        Raises:
+            UnsupportedVersion: a card of a newer schema holds the key (never overwritten).
+        """
+        try:
+            return self.read_versioned(exp_id)
+        except ExperimentNotFound:
+            return None, None
+        except CardInvalid as exc:
+            if exc.code != CardInvalid.code:
+                raise
+        entry = self._backend.stat(card_key(exp_id))
+        return None, None if entry is None else entry.version
 
     def read_many(self, exp_ids: Sequence[ExperimentId]) -> list[ExperimentCardV1 | None]:
-        """Each card, read and validated through one directory descriptor (a search's hits).
+        """Each card; None for an absent or unusable one (the caller's index is behind)."""
+        return [self._usable(exp_id) for exp_id in exp_ids]
 
-        None for a card that is absent or unusable (the caller's index is behind).
-        """
-        with self._cards_dir() as cards_fd:
-            if cards_fd is None:
-                return [None] * len(exp_ids)
-            reads = [self._read_entry(cards_fd, exp_id + CARD_SUFFIX, None) for exp_id in exp_ids]
-        return [None if isinstance(read.card, ArtifactError) else read.card for read in reads]
-
-    def find(self, exp_id: ExperimentId) -> ExperimentCardV1 | None:
-        """The card at `exp_id` if it is usable; None if absent or corrupt (a rewrite heals it).
-
-        Raises:
-            UnsupportedVersion: a card of a newer schema holds the name (never overwritten).
-        """
+    def _usable(self, exp_id: ExperimentId) -> ExperimentCardV1 | None:
         try:
             return self.read(exp_id)
-        except ExperimentNotFound:
+        except (ExperimentNotFound, CardInvalid):
             return None
-        except CardInvalid as exc:
-            if exc.code == CardInvalid.code:
-                return None
-            raise
+
+    # Each backend lists its own way (a directory's stamps and card log; a bucket's listing).
+
+    def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
+        """Every card, in name order; cards whose stamp equals `unchanged[name]` are not read."""
+        raise NotImplementedError
+
+    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
+        """The cards changed since a card log mark (no log: every card)."""
+        raise NotImplementedError
+
+    def count(self) -> int:
+        """How many card names there are (each holds a quota slot)."""
+        raise NotImplementedError
+
+
+class CardFiles(CardReads):
+    """The card files of the project open at `project_fd` (borrowed: the caller closes it).
+
+    Single cards are read through `LocalBackend`; scans, changes and writes work on the
+    directory itself, for the stamps and the card log.
+    """
+
+    def __init__(self, project_fd: int, layout: ProjectLayout) -> None:
+        super().__init__(LocalBackend(project_fd), layout)
+        self._fd = project_fd
 
     def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
         """Every card file, in name order, read through one directory descriptor.
@@ -268,16 +294,29 @@ class CardFiles:
             if not stat.S_ISREG(st.st_mode):
                 return CardRead(name, stamp, CardInvalid("the card is not a regular file"))
             raw = _fs.read_small(fd, MAX_CARD_BYTES, st.st_size)
-            return CardRead(name, stamp, self._checked(_parse(raw), exp_id))
+            return CardRead(name, stamp, checked_card(_parse(raw), exp_id, self._layout.project_id))
         except (CardInvalid, StoreIOError) as exc:
             return CardRead(name, stamp, exc)  # stamped: a bad file is counted once, not per look
         finally:
             os.close(fd)
 
-    def _checked(self, card: ExperimentCardV1, exp_id: ExperimentId) -> ExperimentCardV1:
-        if card.experiment_id != exp_id or card.project_id != self._layout.project_id:
-            raise CardInvalid("the card does not belong at this place in this project")
-        return card
+
+def card_key(exp_id: ExperimentId) -> str:
+    """The key of a card below its project (the same on every backend)."""
+    return f"{CARDS}/{exp_id}{CARD_SUFFIX}"
+
+
+def checked_card(
+    card: ExperimentCardV1, exp_id: ExperimentId, project_id: ProjectId
+) -> ExperimentCardV1:
+    """`card`, if it is the card of `exp_id` in `project_id` (its file's name and place).
+
+    Raises:
+        CardInvalid: it names another experiment or project.
+    """
+    if card.experiment_id != exp_id or card.project_id != project_id:
+        raise CardInvalid("the card does not belong at this place in this project")
+    return card
 
 
 def _listed(cards_fd: int, known: Mapping[str, CardStamp]) -> tuple[list[str], list[str]]:

@@ -1,29 +1,36 @@
 """Operator checks: verify every object and card of a project; repair only what is safe.
 
-`--repair` removes recognised crash leftovers in `tmp/` and moves corrupt objects into
-`quarantine/`. It never deletes an object, valid or not, and never touches a card. Each store
-checks itself (`Store.check`): a local one here (`check_local`), a bucket one in
-`cas._bucket._fsck` (the same report, in object-storage terms); neither module imports the other.
+One check for every backend (`Store.check`), in one walk of the project's keys (`Backend.list`):
+the cards are read and validated as they are listed, every object is hashed whole, every
+manifest compared with the bytes it describes, and every stage judged a crash leftover or a
+live writer's. What differs between backends is asked of the open project (`FsckRoom`): how an
+object is hashed (a local file descriptor; a bucket's ranged GETs pinned to one version), when a
+stage is stale (unlocked and old; old), what else a crash leaves (a bucket's incomplete uploads)
+and how a corrupt object is moved aside.
+
+`--repair` removes recognised crash leftovers and moves corrupt objects into `quarantine/`. It
+never deletes an object, valid or not, and never touches a card.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import os
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-import fsedge as _fs
-from cards import ArtifactId, artifact_id_for_digest
-from cards.errors import ObjectMissing, PathEscape, SourceMissing
-from cas._cardfiles import CardProblem, CardScan
-from cas._progress import Progress
-from cas._project import Project, open_project
+from cards import ArtifactId, ExperimentCardV1, artifact_id_for_digest, parse_experiment_id
+from cards.errors import CardInvalid, InvalidInput, ObjectMissing
+from cas._backend import Backend, Entry
+from cas._cardfiles import MAX_CARD_BYTES, CardProblem, checked_card
+from cas._layout import CARD_SUFFIX, CARDS, CHUNKS_SUFFIX, OBJECTS, TMP, VERIFIED_SUFFIX
+from cas._objects import MAX_MANIFEST_BYTES, object_name
 
 if TYPE_CHECKING:
-    from cas._local_store import ProjectStore
+    from cards import ProjectId
+    from cas._hashing import Digests
+    from cas._progress import Progress
     from cas._store import Store
 
 # A stage younger than this may belong to a writer between its create and its lock.
@@ -76,6 +83,36 @@ class FsckReport:
         return self.problems == 0
 
 
+# A crash leftover outside the project's keys (a bucket's incomplete upload): its name in the
+# report, whether it is stale, and how to remove it.
+Leftover = tuple[str, bool, Callable[[], None]]
+
+
+class FsckRoom(Protocol):
+    """What the check asks of an open project, beyond its keys (see the module docstring)."""
+
+    @property
+    def backend(self) -> Backend:
+        """The project's keys."""
+        ...
+
+    def digests(self, entry: Entry, progress: Progress | None) -> Digests | None:
+        """The object's bytes hashed whole; None when no intact regular file or key holds them."""
+        ...
+
+    def stale(self, entry: Entry) -> bool | None:
+        """Whether a key below `tmp/` is a crash leftover (None: it is no stage of ours)."""
+        ...
+
+    def leftovers(self) -> Iterator[Leftover]:
+        """Other crash leftovers, stale or not."""
+        ...
+
+    def quarantine(self, artifact_id: ArtifactId) -> None:
+        """Move a corrupt object into `quarantine/` (never delete it)."""
+        ...
+
+
 def fsck(store: Store, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
     """Check every object, manifest, card and staging file of `store`'s project.
 
@@ -85,77 +122,117 @@ def fsck(store: Store, *, repair: bool = False, progress: Progress | None = None
     return store.check(repair=repair, progress=progress)
 
 
-def check_local(
-    store: ProjectStore, *, repair: bool = False, progress: Progress | None = None
+def check_project(
+    room: FsckRoom, project_id: ProjectId, *, repair: bool, progress: Progress | None
 ) -> FsckReport:
-    """`fsck` of a local store."""
+    """`fsck` of one open project (see the module docstring)."""
     report = FsckReport()
-    with open_project(store.artifact_root, store.layout, create=False) as project:
-        if project is None:
-            return report
-        objects = _check_objects(project, report, progress)
-        check_cards(
-            CardScan.of(project.cards.scan()), objects, report, project.objects.read_manifest
-        )
-        _check_stages(project, report)
-        if repair:
-            _repair(project, report)
+    cards: list[ExperimentCardV1] = []
+    objects: list[tuple[Entry, ArtifactId]] = []
+    manifests: set[str] = set()
+    stale: list[Callable[[], None]] = []
+    backend = room.backend
+    for entry in backend.list(""):
+        area, _, rest = entry.key.partition("/")
+        if area == CARDS and rest.endswith(CARD_SUFFIX):
+            _check_card(backend, entry, rest, project_id, cards, report)
+        elif area == OBJECTS and rest.endswith(CHUNKS_SUFFIX):
+            manifests.add(entry.key)
+        elif area == OBJECTS and not rest.endswith(VERIFIED_SUFFIX):
+            shard, _, name = rest.partition("/")
+            artifact_id = object_name(name, shard)
+            if artifact_id is None:
+                report.unknown_entries.append(entry.key)
+            else:
+                objects.append((entry, artifact_id))
+        elif area == TMP:
+            is_stale = room.stale(entry)
+            if is_stale is None:
+                report.unknown_entries.append(entry.key)
+            elif is_stale:
+                report.stale_stages.append(rest)
+                stale.append(functools.partial(backend.delete, entry.key))
+            else:
+                report.live_stages += 1
+    for name, is_stale, remove in room.leftovers():
+        if is_stale:
+            report.stale_stages.append(name)
+            stale.append(remove)
+        else:
+            report.live_stages += 1
+    findings = _check_objects(room, objects, report, progress)
+    _check_references(backend, cards, findings, manifests, report)
+    if repair:
+        _repair(room, report, stale)
     return report
 
 
+def _check_card(
+    backend: Backend,
+    entry: Entry,
+    name: str,
+    project_id: ProjectId,
+    cards: list[ExperimentCardV1],
+    report: FsckReport,
+) -> None:
+    from cards import parse_card
+
+    try:
+        exp_id = parse_experiment_id(name.removesuffix(CARD_SUFFIX))
+        if entry.size > MAX_CARD_BYTES:
+            raise CardInvalid("the card file is larger than a card may be")
+        raw = backend.read(entry.key, 0, MAX_CARD_BYTES + 1).data
+        cards.append(checked_card(parse_card(raw), exp_id, project_id))
+    except ObjectMissing:
+        return  # removed since the listing
+    except (InvalidInput, CardInvalid) as exc:
+        report.invalid_cards.append(CardProblem(name=name, code=str(exc.code)))
+
+
 def _check_objects(
-    project: Project, report: FsckReport, progress: Progress | None
+    room: FsckRoom,
+    objects: list[tuple[Entry, ArtifactId]],
+    report: FsckReport,
+    progress: Progress | None,
 ) -> dict[str, ObjectFinding]:
-    entries = list(project.objects.walk())
     if progress is not None:
-        progress.start(sum(e.size for e in entries if e.artifact_id is not None))
+        progress.start(sum(entry.size for entry, _ in objects))
     findings: dict[str, ObjectFinding] = {}
-    for entry in entries:
-        if entry.artifact_id is None:
-            report.unknown_entries.append(entry.path)
-            continue
-        finding = _check_object(project, entry.artifact_id, progress)
-        findings[entry.artifact_id] = finding
+    for entry, artifact_id in objects:
+        digests = room.digests(entry, progress)
+        valid = digests is not None and artifact_id_for_digest(digests.sha256) == artifact_id
+        size = entry.size if digests is None else digests.size
+        manifest = digests.manifest() if valid and digests is not None else None
+        findings[artifact_id] = ObjectFinding(artifact_id, size, valid, manifest)
         report.objects += 1
-        report.bytes += finding.size
-        if not finding.valid:
-            report.invalid_objects.append(entry.artifact_id)
+        report.bytes += size
+        if not valid:
+            report.invalid_objects.append(artifact_id)
     return findings
 
 
-def _check_object(
-    project: Project, artifact_id: ArtifactId, progress: Progress | None
-) -> ObjectFinding:
-    try:
-        digests = project.objects.digests(artifact_id, progress)
-    except ObjectMissing:  # a symlink, directory or other non-file holds the name
-        return ObjectFinding(artifact_id, 0, False, None)
-    valid = artifact_id_for_digest(digests.sha256) == artifact_id
-    return ObjectFinding(artifact_id, digests.size, valid, digests.manifest() if valid else None)
-
-
-def check_cards(
-    scan: CardScan,
+def _check_references(
+    backend: Backend,
+    cards: list[ExperimentCardV1],
     objects: dict[str, ObjectFinding],
+    manifests: set[str],
     report: FsckReport,
-    read_manifest: Callable[[ArtifactId], bytes | None],
 ) -> None:
-    """Report the scanned cards against the object findings (either backend's).
+    """Report the cards against the object findings.
 
     A card is dangling unless its object is valid and of its size; its manifest must be the
     one it binds and describe those exact bytes; a valid object no card names is an orphan.
     """
-    report.cards = len(scan.cards)
-    report.invalid_cards.extend(scan.problems)
+    report.cards = len(cards)
     referenced: set[str] = set()
-    for card in scan.cards:
+    for card in cards:  # in name order, as listed
         artifact_id = card.artifact.artifact_id
         referenced.add(artifact_id)
         finding = objects.get(artifact_id)
         if finding is None or not finding.valid or finding.size != card.artifact.bytes:
             report.dangling_cards.append(card.experiment_id)
             continue
-        raw = read_manifest(card.typed_artifact_id)
+        raw = _manifest(backend, manifests, card.typed_artifact_id)
         if (
             raw is None
             or raw != finding.manifest
@@ -167,33 +244,22 @@ def check_cards(
     )
 
 
-def _check_stages(project: Project, report: FsckReport) -> None:
+def _manifest(backend: Backend, listed: set[str], artifact_id: ArtifactId) -> bytes | None:
+    key = f"{OBJECTS}/{artifact_id[4:6]}/{artifact_id}{CHUNKS_SUFFIX}"
+    if key not in listed:
+        return None
     try:
-        tmp_fd = _fs.open_dir_beneath(project.fd, project.layout.tmp_dir)
-    except (SourceMissing, PathEscape):
-        return
-    older_than = time.time_ns() - STALE_STAGE_AGE_S * 1_000_000_000
-    try:
-        for name in sorted(os.listdir(tmp_fd)):
-            if not (name.startswith(_fs.STAGE_PREFIX) and name.endswith(_fs.STAGE_SUFFIX)):
-                report.unknown_entries.append(f"tmp/{name}")
-            elif _fs.is_stale_stage(tmp_fd, name, older_than_ns=older_than):
-                report.stale_stages.append(name)
-            else:
-                report.live_stages += 1
-    finally:
-        os.close(tmp_fd)
+        return backend.read(key, 0, MAX_MANIFEST_BYTES).data
+    except ObjectMissing:
+        return None
 
 
-def _repair(project: Project, report: FsckReport) -> None:
-    if report.stale_stages:
-        with project.staging() as tmp_fd:
-            for name in report.stale_stages:
-                os.unlink(name, dir_fd=tmp_fd)
-                report.removed_stages.append(name)
-            _fs.fsync_dir(tmp_fd)
-        report.stale_stages.clear()
+def _repair(room: FsckRoom, report: FsckReport, stale: list[Callable[[], None]]) -> None:
+    for remove in stale:
+        remove()
+    report.removed_stages.extend(report.stale_stages)
+    report.stale_stages.clear()
     for name in report.invalid_objects:
-        project.objects.quarantine(ArtifactId(name))
+        room.quarantine(ArtifactId(name))
         report.quarantined.append(name)
     report.invalid_objects.clear()

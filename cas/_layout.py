@@ -1,4 +1,10 @@
-"""Where a project's objects, manifests, cards and staging files live (DESIGN.md §4)."""
+"""Where a project's objects, manifests, cards and staging files live, on every backend.
+
+Below the artifact root (or a bucket's prefix): `projects/<project_key>/` holds `objects/<shard>/
+<artifact_id>` (with `.chunks` and `.verified` beside it), `cards/<experiment_id>.json` and
+`cards.log`, `tmp/` (stages), `quarantine/` (objects `fsck --repair` moved aside), `lock` and the
+objects' summary. The project key is one-way: a listing never shows a project's name.
+"""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ from cards.errors import CardInvalid, EditConflict, InvalidInput
 from cas._backend import Backend
 from cas._layout import CARD_SUFFIX, CARDS
 from cas._retirement import RETIRED, room_backend
-from cas._store import Room, Store, recorded, retried
+from cas._store import Room, Store, require_room, retry_lost_writes
 from fsedge import utc_now
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def edit_card(
         raise InvalidInput("a revision is 12 to 64 lowercase hex characters, as an edit prints it")
     when = now or utc_now()
     with store._opened(create=False) as opened:
-        room = recorded(opened)
+        room = require_room(opened)
 
         def attempt() -> Edited | None:
             with room.locked():
@@ -139,7 +139,7 @@ def edit_card(
                     return None
                 return Edited(updated, before, card_revision(updated), _changed(card, updated))
 
-        return retried(attempt)
+        return retry_lost_writes(attempt)
 
 
 def apply_edit(
@@ -227,7 +227,7 @@ def remove_experiments(
     exp_ids = list(dict.fromkeys(parse_experiment_id(e) for e in experiment_ids))
     when = now or utc_now()
     with store._opened(create=False) as opened:
-        room = recorded(opened)
+        room = require_room(opened)
         keys = room_backend(store, room)
         cards = {exp_id: room.cards.read(exp_id) for exp_id in exp_ids}  # all exist, or none go
         remaining: dict[str, int] = {}

@@ -66,9 +66,10 @@ class LocalBackend:
             if version is not None and version != current:
                 raise IntegrityError("the stored file changed while it was read")
             stop = st.st_size if end is None else min(end, st.st_size)
-            return Read(_fs.pread_full(fd, max(0, stop - start), start), current)
-        except OSError as exc:
-            raise StoreIOError(f"cannot read a store file: {exc.strerror}") from exc
+            try:
+                return Read(_fs.pread_full(fd, max(0, stop - start), start), current)
+            except OSError as exc:
+                raise StoreIOError(f"cannot read a store file: {exc.strerror}") from exc
         finally:
             os.close(fd)
 

@@ -1,4 +1,4 @@
-"""`ProjectStore`: the one `Store` over a local directory (DESIGN.md §4).
+"""`ProjectStore`: the one `Store` over a local directory (its layout: `_layout`).
 
 The rooms: `_objects` (object files), `_cardfiles` (card files), `_hashing` (the digests),
 `_ingest` (opening a kernel's export safely), `_record` (the commit protocol of a record,
@@ -15,21 +15,25 @@ import contextlib
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Unpack
 
+import fsedge as _fs
 from cards import ArtifactId
-from cards.errors import InvalidInput, ObjectMissing
+from cards.errors import ArtifactTooLarge, InvalidInput, ObjectMissing, SourceChanged, StoreIOError
+from cas._backend import Entry
+from cas._layout import TMP
 from cas._local_backend import LocalBackend
 from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project, open_project
-from cas._store import Options, Recording, Room, Store, recorded
+from cas._store import Options, Recording, Room, Store, require_room
 
 if TYPE_CHECKING:  # the card models load with the first card read or written
     from cards import ExperimentCardV1
-    from cas._fsck import FsckReport
+    from cas._fsck import FsckRoom, Leftover
+    from cas._hashing import Digests
     from cas._results import Recorded
     from cas.slicing import RemoteBytes
 
@@ -70,12 +74,6 @@ class ProjectStore(Store):
             return None
         return f"{st.st_ino}:{st.st_mtime_ns}"
 
-    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
-        """Verify every object, manifest, card and staging file (`cas.fsck`)."""
-        from cas._fsck import check_local
-
-        return check_local(self, repair=repair, progress=progress)
-
     def _opened(self, *, create: bool) -> contextlib.AbstractContextManager[Project | None]:
         return open_project(self.artifact_root, self.layout, create=create)
 
@@ -86,7 +84,7 @@ class ProjectStore(Store):
             self.project_id, self.limits, self._verifier, self._clock, self._initial_index_state
         )
         with self._opened(create=True) as opened:
-            return recorder.record(_project(recorded(opened)), job)
+            return recorder.record(_project(require_room(opened)), job)
 
     def _verified(
         self, room: Room, card: ExperimentCardV1, progress: Progress | None
@@ -104,8 +102,33 @@ class ProjectStore(Store):
         key = "/".join(self.layout.object_path(artifact_id))
         return LocalBackend(_project(room).fd).stat(key) is not None  # a regular file only
 
+    def _adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
+        """Copy the bytes into a stage, hashed as copied, and publish it (or find it stored)."""
+        from cas._hashing import copy_and_hash
+
+        with self._opened(create=True) as opened:
+            project = _project(require_room(opened))
+            if self._verifier.proven_copy(project.objects, artifact_id, digests):
+                return True
+            with project.staging() as tmp_fd, _fs.staged(tmp_fd, "object") as stage:
+                try:
+                    copied = copy_and_hash(source_fd, stage.fd, limit=digests.size)
+                except ArtifactTooLarge:
+                    raise SourceChanged("the bytes grew while they were copied") from None
+                except OSError as exc:
+                    raise StoreIOError(f"cannot copy the object: {exc.strerror}") from exc
+                if copied.sha256 != digests.sha256 or copied.size != digests.size:
+                    raise SourceChanged("the bytes changed while they were copied")
+                with project.locked():
+                    return self._verifier.adopt(
+                        project.objects, tmp_fd, stage, artifact_id, digests
+                    )
+
     def _stored(self, room: Room) -> tuple[int, int]:
         return _project(room).objects.usage()
+
+    def _checking(self, room: Room) -> FsckRoom:
+        return _LocalCheck(_project(room))
 
 
 def _project(room: Room) -> Project:
@@ -119,3 +142,39 @@ class _UnrecordedProofs(ObjectStore):
     def write_record(self, artifact_id: ArtifactId, data: bytes) -> bool:
         """Write nothing (the record only spares a later rehash)."""
         return False
+
+
+class _LocalCheck:
+    """What `fsck` asks of a local project: a file's hash, a stage's lock, a rename aside."""
+
+    def __init__(self, project: Project) -> None:
+        self._project = project
+        self.backend = LocalBackend(project.fd)
+
+    def digests(self, entry: Entry, progress: Progress | None) -> Digests | None:
+        """The object's file hashed whole; None when no regular file holds its name."""
+        try:
+            return self._project.objects.digests(ArtifactId(entry.key.rpartition("/")[2]), progress)
+        except ObjectMissing:
+            return None
+
+    def stale(self, entry: Entry) -> bool | None:
+        """Whether a stage is old and no writer holds its lock (None: no stage of ours)."""
+        from cas._fsck import STALE_STAGE_AGE_S
+
+        name = entry.key.removeprefix(f"{TMP}/")
+        if "/" in name or not (
+            name.startswith(_fs.STAGE_PREFIX) and name.endswith(_fs.STAGE_SUFFIX)
+        ):
+            return None
+        older_than = time.time_ns() - STALE_STAGE_AGE_S * 1_000_000_000
+        with self._project.staging() as tmp_fd:
+            return _fs.is_stale_stage(tmp_fd, name, older_than_ns=older_than)
+
+    def leftovers(self) -> Iterator[Leftover]:
+        """None: every local leftover is a stage."""
+        return iter(())
+
+    def quarantine(self, artifact_id: ArtifactId) -> None:
+        """Rename the object into `quarantine/`."""
+        self._project.objects.quarantine(artifact_id)

@@ -13,13 +13,12 @@ import stat
 import time
 from collections.abc import Iterator
 
-import msgspec
-
 import fsedge as _fs
 from cards import ArtifactId, parse_artifact_id
 from cards.errors import InvalidId, ObjectMissing, PathEscape, SourceMissing, StoreIOError
 from cas._hashing import Digests, hash_fd
-from cas._layout import CHUNKS_SUFFIX, OBJECTS, VERIFIED_SUFFIX, ProjectLayout
+from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX, ProjectLayout
+from cas._local_backend import LocalBackend
 from cas._progress import Progress
 from cas._usage import ObjectSummary, summarise
 
@@ -28,23 +27,13 @@ MAX_RECORD_BYTES = 4096
 _SIDE_FILES = (CHUNKS_SUFFIX, VERIFIED_SUFFIX)
 
 
-class ObjectEntry(msgspec.Struct, frozen=True):
-    """One entry of the objects tree: named like an object (`artifact_id` set), or not.
-
-    A name is not a proof: the entry may be a symlink or hold other bytes (`fsck` checks).
-    """
-
-    path: str  # relative to the project directory, for reports
-    artifact_id: ArtifactId | None
-    size: int
-
-
 class ObjectStore:
     """Objects of the project open at `project_fd` (borrowed: the caller closes it)."""
 
     def __init__(self, project_fd: int, layout: ProjectLayout) -> None:
         self._fd = project_fd
         self._layout = layout
+        self._keys = LocalBackend(project_fd)  # the side files: manifests, verification records
 
     def lstat(self, artifact_id: ArtifactId) -> os.stat_result | None:
         """What holds the object's name (not followed), or None when nothing does."""
@@ -85,20 +74,6 @@ class ObjectStore:
         finally:
             os.close(fd)
 
-    def walk(self) -> Iterator[ObjectEntry]:
-        """Every entry below `objects/`, in name order; manifests and records are skipped."""
-        for shard in sorted(_fs.list_dir_beneath(self._fd, (OBJECTS,))):
-            try:
-                shard_fd = _fs.open_dir_beneath(self._fd, (OBJECTS, shard))
-            except (SourceMissing, PathEscape):
-                yield ObjectEntry(f"{OBJECTS}/{shard}", None, 0)
-                continue
-            try:
-                for name, artifact_id, size in _shard_entries(shard_fd, shard):
-                    yield ObjectEntry(f"{OBJECTS}/{shard}/{name}", artifact_id, size)
-            finally:
-                os.close(shard_fd)
-
     def summary(self, stage_fd: int | None = None) -> ObjectSummary:
         """Count, bytes and sizes of the named objects, from the persisted summary (`_usage`).
 
@@ -113,47 +88,38 @@ class ObjectStore:
 
     def read_manifest(self, artifact_id: ArtifactId) -> bytes | None:
         """The stored chunk manifest's bytes, or None when it is absent or unreadable."""
-        return self._read_side(self._layout.chunks_path(artifact_id), MAX_MANIFEST_BYTES)
+        return self._read_side(artifact_id, CHUNKS_SUFFIX, MAX_MANIFEST_BYTES)
 
     def read_record(self, artifact_id: ArtifactId) -> bytes | None:
         """The object's verification record, or None when it is absent or unreadable."""
-        path = (*self._layout.object_dir(artifact_id), artifact_id + VERIFIED_SUFFIX)
-        return self._read_side(path, MAX_RECORD_BYTES)
+        return self._read_side(artifact_id, VERIFIED_SUFFIX, MAX_RECORD_BYTES)
 
     def write_record(self, artifact_id: ArtifactId, data: bytes) -> bool:
-        """Replace the object's verification record atomically; False if it cannot be written.
+        """Write the object's verification record (`LocalBackend`); False if it was not written.
 
-        A record only saves a later rehash, so failing to write one is not an error.
+        A record only saves a later rehash, so failing to write one (no object, or another
+        writer replaced the record first) is not an error.
         """
+        key = self._side_key(artifact_id, VERIFIED_SUFFIX)
         try:
-            obj_dir = _fs.open_dir_beneath(self._fd, self._layout.object_dir(artifact_id))
-        except (SourceMissing, PathEscape):
+            if self.lstat(artifact_id) is None:
+                return False
+            entry = self._keys.stat(key)
+            if entry is None:
+                return self._keys.create(key, data) is not None
+            return self._keys.replace(key, data, entry.version) is not None
+        except (StoreIOError, PathEscape):
             return False
-        try:
-            tmp_fd = _fs.make_dirs(self._fd, self._layout.tmp_dir)
-            try:
-                _fs.atomic_write(obj_dir, artifact_id + VERIFIED_SUFFIX, data, tmp_fd, "verified")
-            finally:
-                os.close(tmp_fd)
-        except (StoreIOError, PathEscape, OSError):
-            return False
-        finally:
-            os.close(obj_dir)
-        return True
 
-    def _read_side(self, path: tuple[str, ...], max_bytes: int) -> bytes | None:
+    def _side_key(self, artifact_id: ArtifactId, suffix: str) -> str:
+        return "/".join((*self._layout.object_dir(artifact_id), artifact_id + suffix))
+
+    def _read_side(self, artifact_id: ArtifactId, suffix: str, max_bytes: int) -> bytes | None:
         try:
-            fd = _fs.open_file_beneath(self._fd, path)
-        except (SourceMissing, PathEscape):
+            got = self._keys.read(self._side_key(artifact_id, suffix), 0, max_bytes + 1)
+        except (ObjectMissing, StoreIOError):
             return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            return _fs.read_small(fd, max_bytes)
-        except (StoreIOError, OSError):
-            return None
-        finally:
-            os.close(fd)
+        return got.data if len(got.data) <= max_bytes else None
 
     def publish(
         self, stage: _fs.Staged | None, artifact_id: ArtifactId, manifest: bytes, tmp_fd: int
@@ -198,19 +164,16 @@ class ObjectStore:
         return name
 
 
-def _shard_entries(shard_fd: int, shard: str) -> Iterator[tuple[str, ArtifactId | None, int]]:
-    """(name, artifact id if the name is an object's, size) of one shard's entries, by name."""
-    for entry in sorted(os.scandir(shard_fd), key=lambda e: e.name):
-        if not entry.name.endswith(_SIDE_FILES):
-            size = entry.stat(follow_symlinks=False).st_size
-            yield entry.name, _object_name(entry.name, shard), size
-
-
 def _object_sizes(shard_fd: int, shard: str) -> Iterator[int]:
-    return (size for _, artifact_id, size in _shard_entries(shard_fd, shard) if artifact_id)
+    """The sizes of one shard's objects (entries named like an object of that shard)."""
+    with os.scandir(shard_fd) as entries:
+        for entry in entries:
+            if not entry.name.endswith(_SIDE_FILES) and object_name(entry.name, shard):
+                yield entry.stat(follow_symlinks=False).st_size
 
 
-def _object_name(name: str, shard: str) -> ArtifactId | None:
+def object_name(name: str, shard: str) -> ArtifactId | None:
+    """The artifact id `name` is, if it is an object's name in `shard`; else None."""
     try:
         artifact_id = parse_artifact_id(name)
     except InvalidId:

@@ -1,6 +1,6 @@
-"""Recording a kernel's export: stream, hash, publish, commit the card (spec §29.1 steps 1–4).
+"""Recording a kernel's export: stream, hash, publish, commit the card.
 
-Commit protocol (spec §28.3): the bytes go into a locked stage in `tmp/` and are fsynced; then,
+Commit protocol: the bytes go into a locked stage in `tmp/` and are fsynced; then,
 under the project lock, quotas are checked, the chunk manifest and the object are published (hard
 link, so an existing object is never overwritten: that is deduplication), the directory fsynced,
 and the card written atomically. Object plus card is the local commit; a crash before the card
@@ -50,7 +50,6 @@ from cas._results import Committing, Provenance, Recorded, commit_card
 from cas._verify import Clock, Verifier
 
 if TYPE_CHECKING:
-    from cards import ExperimentCardV1
     from cas._store import Recording
     from cas.slicing import Measured
 
@@ -123,7 +122,7 @@ class Recorder(msgspec.Struct, frozen=True):
         metadata = detect(fd, digests.size, name, metadata)
         # Read outside the lock (it may take seconds); the card seen here only spares a
         # needless read: `_commit` decides on the card under the lock.
-        seen = project.cards.find(self.experiment_id(digests, metadata))
+        seen, _ = project.cards.find_versioned(self.experiment_id(digests, metadata))
         return metadata, measure(fd, digests.manifest(), metadata, seen)
 
     def experiment_id(self, digests: Digests, metadata: CardMetadata) -> ExperimentId:
@@ -148,7 +147,7 @@ class Recorder(msgspec.Struct, frozen=True):
         """Publish the object (unless `stage` is None: then it must be stored) and the card."""
         artifact_id = artifact_id_for_digest(digests.sha256)
         exp_id = self.experiment_id(digests, metadata)
-        existing = project.cards.find(exp_id)
+        existing, _ = project.cards.find_versioned(exp_id)
         metadata, table_warnings = table.complete(metadata, existing, self.limits)
         if existing is None:
             check_card_quota(project.cards.count(), self.limits)
@@ -171,11 +170,10 @@ class Recorder(msgspec.Struct, frozen=True):
             self.initial_index_state, present, healed,
         )  # fmt: skip
 
-        def write(card: ExperimentCardV1) -> bool:  # under the lock: never loses
-            project.cards.write(card, tmp_fd)
-            return True
-
-        done = commit_card(commit, existing, metadata, table_warnings, self.clock(), write)
+        done = commit_card(  # under the lock: the write never loses
+            commit, existing, metadata, table_warnings, self.clock(),
+            lambda card: project.write_card(card, None),
+        )  # fmt: skip
         assert done is not None
         return done
 

@@ -83,7 +83,7 @@ class Usage(msgspec.Struct, frozen=True):
     cards: int
 
 
-def resolved(
+def make_resolved(
     card: ExperimentCardV1,
     paths: tuple[str, str],
     current_source_version: str | None,
@@ -103,7 +103,7 @@ def resolved(
     )
 
 
-def located(
+def make_located(
     card: ExperimentCardV1,
     paths: tuple[str, str],
     current_source_version: str | None,

@@ -3,10 +3,11 @@
 One implementation of everything the host asks, over a backend's rooms: `ProjectStore`
 (`_local_store`: a local directory, its commit lock and card log) and `BucketStore`
 (`cas._bucket`: an S3-compatible bucket and a verified local cache) only open their project
-(`_opened`, a `Room`), record bytes into it (`_record`), and prove or locate an object. Cards
-are read, written and decided on here: an update re-reads and decides again when a
-conditional write lost (`retried`), which under the local commit lock never happens. A
-`read_only` store (the notebook API) records nothing and writes no card.
+(`_opened`, a `Room`), record bytes into it (`_record`), prove, locate or adopt an object,
+and say what fsck asks of them (`_checking`). Cards are read, written and decided on here: an
+update re-reads and decides again when a conditional write lost (`retry_lost_writes`), which
+under the local commit lock never happens. A `read_only` store (the notebook API) records
+nothing and writes no card.
 
 This module imports no room: they load with the first store of their backend, so naming
 `Store` (the host annotates with it) costs nothing.
@@ -28,15 +29,15 @@ if TYPE_CHECKING:  # the card models and the rooms load with the first store
         ArtifactId,
         CardMetadata,
         ExperimentCardV1,
-        ExperimentId,
         IndexState,
         IndexStatus,
         Limits,
         ProjectId,
     )
     from cas._card_log import LogMark
-    from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
-    from cas._fsck import FsckReport
+    from cas._cardfiles import CardChanges, CardRead, CardReads, CardScan, CardStamp
+    from cas._fsck import FsckReport, FsckRoom
+    from cas._hashing import Digests
     from cas._ingest import ExportSource
     from cas._progress import Progress
     from cas._results import Located, Provenance, Recorded, Resolved, Usage
@@ -48,40 +49,12 @@ MAX_ATTEMPTS = 8  # conditional card writes lost in a row before a retryable err
 T = TypeVar("T")
 
 
-class CardRoom(Protocol):
-    """A project's cards, as each backend keeps them (`CardFiles`, `BucketCards`)."""
-
-    def read(self, exp_id: ExperimentId) -> ExperimentCardV1:
-        """One card (ExperimentNotFound, CardInvalid)."""
-        ...
-
-    def read_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1, str | None]:
-        """One card and the version a conditional write replaces (None: the lock decides)."""
-        ...
-
-    def read_many(self, exp_ids: Sequence[ExperimentId]) -> list[ExperimentCardV1 | None]:
-        """Several cards; None for an absent or unusable one."""
-        ...
-
-    def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
-        """Every card, in name order; unchanged stamps are not read."""
-        ...
-
-    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
-        """The cards changed since a card log mark (no log: every card)."""
-        ...
-
-    def count(self) -> int:
-        """How many card names there are (each holds a quota slot)."""
-        ...
-
-
 class Room(Protocol):
     """One project, open for a call: its cards, its commit lock, and card writes."""
 
     @property
-    def cards(self) -> CardRoom:
-        """The project's cards."""
+    def cards(self) -> CardReads:
+        """The project's cards (`CardFiles`, `BucketCards`)."""
         ...
 
     def locked(self) -> AbstractContextManager[None]:
@@ -162,8 +135,8 @@ class Store:
         """A token that changes whenever a card changes; None: unknown, look at the cards."""
         raise NotImplementedError
 
-    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
-        """Verify every object and card, find leftovers; with `repair`, fix what is safe."""
+    def _checking(self, room: Room) -> FsckRoom:
+        """What `check` asks of the open project beyond its keys (`cas._fsck.FsckRoom`)."""
         raise NotImplementedError
 
     def _opened(self, *, create: bool) -> AbstractContextManager[Room | None]:
@@ -188,6 +161,10 @@ class Store:
         """Whether the object's name is stored (not a verification)."""
         raise NotImplementedError
 
+    def _adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
+        """Store the bytes at `source_fd` unless an intact copy is; whether one was."""
+        raise NotImplementedError
+
     def _stored(self, room: Room) -> tuple[int, int]:
         """How many objects the project holds, and their bytes."""
         raise NotImplementedError
@@ -202,7 +179,7 @@ class Store:
         source_path: str,
         progress: Progress | None = None,
     ) -> Recorded:
-        """Store a kernel export's bytes and commit its card (spec §29.1 steps 1–4).
+        """Store a kernel export's bytes and commit its card.
 
         Raises:
             InvalidInput: metadata exceeds the configured bounds.
@@ -240,7 +217,7 @@ class Store:
         current_source_version: str | None = None,
         progress: Progress | None = None,
     ) -> Resolved:
-        """Prove an experiment's bytes intact and hand out a local path to them (spec §30.2).
+        """Prove an experiment's bytes intact and hand out a local path to them.
 
         Raises:
             InvalidId: `experiment_id` is malformed.
@@ -251,14 +228,14 @@ class Store:
             IntegrityError: the object's size or SHA-256 differs from the card.
             StoreIOError: the store failed.
         """
-        from cas._results import check_version, resolved
+        from cas._results import check_version, make_resolved
 
         exp_id = parse_experiment_id(experiment_id)
         check_version(current_source_version)
         with self._opened(create=False) as room:
-            card = recorded(room).cards.read(exp_id)
-            verified_at, hashed = self._verified(recorded(room), card, progress)
-        return resolved(card, self._paths(card), current_source_version, verified_at, hashed)
+            card = require_room(room).cards.read(exp_id)
+            verified_at, hashed = self._verified(require_room(room), card, progress)
+        return make_resolved(card, self._paths(card), current_source_version, verified_at, hashed)
 
     def locate(self, experiment_id: str, current_source_version: str | None = None) -> Located:
         """A card, its freshness, and its bytes as a slice reads them (chunk by chunk, verified).
@@ -272,14 +249,14 @@ class Store:
             IntegrityError: the chunk manifest is missing or not the card's.
             StoreIOError: the store failed.
         """
-        from cas._results import check_version, located
+        from cas._results import check_version, make_located
 
         exp_id = parse_experiment_id(experiment_id)
         check_version(current_source_version)
         with self._opened(create=False) as room:
-            card = recorded(room).cards.read(exp_id)
-            remote = self._remote(recorded(room), card)
-        return located(card, self._paths(card), current_source_version, remote)
+            card = require_room(room).cards.read(exp_id)
+            remote = self._remote(require_room(room), card)
+        return make_located(card, self._paths(card), current_source_version, remote)
 
     def _paths(self, card: ExperimentCardV1) -> tuple[str, str]:
         """The local paths of the card's object and chunk manifest."""
@@ -299,7 +276,7 @@ class Store:
         """
         exp_id = parse_experiment_id(experiment_id)
         with self._opened(create=False) as room:
-            return recorded(room).cards.read(exp_id)
+            return require_room(room).cards.read(exp_id)
 
     def load_cards(self, experiment_ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
         """Read and validate several cards, opening the project once (a search's hits).
@@ -361,7 +338,7 @@ class Store:
         exp_id = parse_experiment_id(experiment_id)
         check_writable(self.read_only)
         with self._opened(create=False) as opened:
-            room = recorded(opened)
+            room = require_room(opened)
 
             def attempt() -> ExperimentCardV1 | None:
                 with room.locked():
@@ -372,11 +349,66 @@ class Store:
                     updated = with_index(card, status)
                     return updated if room.write_card(updated, version) else None
 
-            return retried(attempt)
+            return retry_lost_writes(attempt)
 
     def set_index_status(self, experiment_id: str, status: IndexStatus) -> ExperimentCardV1:
         """Replace a card's index status (see `update_index_status`)."""
         return self.update_index_status(experiment_id, lambda card: status)
+
+    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
+        """Verify every object and card, find leftovers; with `repair`, fix what is safe.
+
+        Raises:
+            StoreIOError: the store failed.
+        """
+        from cas._fsck import FsckReport, check_project
+
+        with self._opened(create=False) as room:
+            if room is None:
+                return FsckReport()
+            checking = self._checking(room)
+            return check_project(checking, self.project_id, repair=repair, progress=progress)
+
+    def adopt_object(self, artifact_id: str, digests: Digests, source_fd: int) -> bool:
+        """Store the bytes at `source_fd` (proven elsewhere to be `digests`') at their address.
+
+        Nothing is stored when an intact copy is (proven, never by its name); a corrupt one is
+        moved aside first. Returns whether one was. A copy between stores (`cas.migrate`).
+
+        Raises:
+            SourceChanged: the bytes read are not `digests`' (nothing is stored).
+            BackendUnsupported: the service lacks a conditional create.
+            StoreIOError: the store failed, or is open read-only.
+        """
+        from cas._results import check_writable
+
+        check_writable(self.read_only)
+        return self._adopt(parse_artifact_id(artifact_id), digests, source_fd)
+
+    def adopt_card(self, card: ExperimentCardV1) -> bool | None:
+        """Create `card` unless a usable card holds its id (a corrupt one is replaced).
+
+        True: created; False: an equal card is there; None: another card is (never replaced).
+
+        Raises:
+            UnsupportedVersion: a card of a newer schema holds the id.
+            StoreIOError: the store failed, or is open read-only.
+        """
+        from cas._results import check_writable
+
+        check_writable(self.read_only)
+        exp_id = card.typed_experiment_id
+        with self._opened(create=True) as opened:
+            room = require_room(opened)
+
+            def attempt() -> tuple[bool | None] | None:
+                with room.locked():
+                    existing, version = room.cards.find_versioned(exp_id)
+                    if existing is not None:
+                        return (False if existing == card else None,)
+                    return (True,) if room.write_card(card, version) else None
+
+            return retry_lost_writes(attempt)[0]
 
     def has_object(self, artifact_id: str) -> bool:
         """Whether the object's name is stored (a stat, not a verification)."""
@@ -395,7 +427,7 @@ class Store:
             return Usage(objects=objects, bytes=total, cards=room.cards.count())
 
 
-def recorded(room: Room | None) -> Room:
+def require_room(room: Room | None) -> Room:
     """`room`, which must exist to hold the experiment asked for.
 
     Raises:
@@ -406,7 +438,7 @@ def recorded(room: Room | None) -> Room:
     return room
 
 
-def retried(attempt: Callable[[], T | None]) -> T:
+def retry_lost_writes(attempt: Callable[[], T | None]) -> T:
     """Run `attempt` until it returns a value (None: a conditional write lost; read again).
 
     Raises:

@@ -30,6 +30,7 @@ from cas._progress import Progress
 
 if TYPE_CHECKING:
     from cards import ExperimentCardV1
+    from fsedge import Staged
 
 Clock = Callable[[], datetime]
 
@@ -161,6 +162,26 @@ class Verifier:
         verified_at = self._clock()
         self._cache.put(key, verified_at)
         objects.write_record(artifact_id, _record(key, sha256, verified_at))
+
+    def adopt(
+        self, objects: ObjectStore, tmp_fd: int, stage: Staged, artifact_id: ArtifactId,
+        digests: Digests,
+    ) -> bool:  # fmt: skip
+        """Publish a stage hashed as it was written (`digests`), under the caller's commit lock.
+
+        It is fsynced and its proof persisted beside it, unless an intact copy is stored
+        already (a corrupt one is quarantined first). Returns whether one was.
+
+        Raises:
+            StoreIOError: the stage could not be published, or a corrupt copy moved aside.
+        """
+        present, _ = self.stored_copy(objects, artifact_id, digests)
+        if present:
+            return True
+        objects.publish(stage, artifact_id, digests.manifest(), tmp_fd)
+        stage.drop_name()
+        self.remember(objects, artifact_id, os.fstat(stage.fd), digests.sha256.hex())
+        return False
 
     def stored_copy(
         self, objects: ObjectStore, artifact_id: ArtifactId, digests: Digests

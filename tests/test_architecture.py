@@ -480,9 +480,6 @@ def test_no_import_cycle_outside_the_store():
     assert [c for c in cycles if not all(m.split(".")[0] == "cas" for m in c)] == []
 
 
-@pytest.mark.xfail(
-    strict=False, reason="issue 27 item 3: cas._bucket._fsck and _store import each other"
-)
 def test_no_import_cycle_in_the_store():
     assert _cycles(_graph(with_type_checking=False)) == []
 

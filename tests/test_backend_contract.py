@@ -185,3 +185,19 @@ def test_processes_racing_to_replace_one_version_let_exactly_one_win(tmp_path: P
         assert [e.key for e in LocalBackend(fd).list("tmp/")] == []  # no stage left behind
     finally:
         os.close(fd)
+
+
+def test_a_local_key_held_by_no_regular_file_is_missing(tmp_path: Path):
+    (tmp_path / "cards").mkdir()
+    os.mkfifo(tmp_path / "cards" / "fifo.json")  # no writer: a blocking open would hang
+    (tmp_path / "cards" / "dir.json").mkdir()
+    (tmp_path / "cards" / "link.json").symlink_to(tmp_path / "elsewhere")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        backend = LocalBackend(fd)
+        for name in ("fifo", "dir", "link"):
+            assert backend.stat(f"cards/{name}.json") is None
+            with pytest.raises(ObjectMissing):
+                backend.read(f"cards/{name}.json")
+    finally:
+        os.close(fd)

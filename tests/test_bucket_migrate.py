@@ -13,7 +13,7 @@ from bucket_helpers import Host, bucket, keys_below, s3_endpoint
 from conftest import make_metadata
 from host_helpers import export, write_config
 
-import cas._bucket._migrate as migrate_module
+import cas._migrate as migrate_module
 from cards import ProjectId
 from cas import BucketStore, IntegrityMode, ProjectStore, Provenance, migrate
 from cas._layout import ProjectLayout

@@ -314,3 +314,54 @@ def test_card_update_on_a_second_host(backend: Backend):
     assert store.load_card(recorded.card.experiment_id).title == "Retitled elsewhere"
     status = IndexStatus(state=IndexState.PENDING)
     assert store.set_index_status(recorded.card.experiment_id, status).index == status
+
+
+def _local_elsewhere(backend: Backend, **kwargs: object) -> Store:
+    from cas import ProjectStore
+
+    return ProjectStore(str(backend.ws.root / "elsewhere"), PROJECT, **kwargs)  # type: ignore[arg-type]
+
+
+def test_migrate_copies_between_any_two_backends_and_heals_a_corrupt_copy(backend: Backend):
+    from cas import IntegrityMode, migrate
+
+    data = os.urandom(300_000)
+    source = backend.store(integrity=IntegrityMode.ALWAYS)
+    recorded = backend.record(source, "a.bin", data)
+    backend.record(source, "b.bin", b"small bytes")
+    into = _local_elsewhere(backend)
+    first = migrate(source, into)
+    assert first.ok and first.cards_created == 2 and first.objects_sent == 2
+    assert Path(into.resolve(recorded.card.experiment_id).path).read_bytes() == data
+    again = migrate(source, into)
+    assert again.ok and again.objects_sent == 0 and again.cards_present == 2
+    # Out of the local copy and back into this backend: a corrupt stored copy is replaced.
+    backend.corrupt(source, recorded.card.artifact.artifact_id, len(data))
+    back = migrate(_local_elsewhere(backend, integrity=IntegrityMode.ALWAYS), backend.store())
+    assert back.ok and back.objects_sent == 1 and back.objects_present == 1
+    assert back.cards_present == 2
+    fresh = backend.other_host(cache=VerificationCache(), integrity=IntegrityMode.ALWAYS)
+    assert Path(fresh.resolve(recorded.card.experiment_id).path).read_bytes() == data
+    assert fsck(backend.store()).ok
+
+
+def test_fsck_reports_a_bad_card_and_a_stray_key_on_every_backend(backend: Backend):
+    store = backend.store()
+    recorded = backend.record(store, "a.bin", os.urandom(2000))
+    bad_card = f"cards/exp_{'a' * 52}.json"
+    stray = "objects/zz/not-an-object"
+    if backend.host is None:
+        project = backend.ws.project_dir(store)  # type: ignore[arg-type]
+        (project / bad_card).write_text("{}")
+        (project / "objects" / "zz").mkdir()
+        (project / stray).write_bytes(b"x")
+    else:
+        s3 = raw_client(backend.host.endpoint)
+        root = store.keys.root  # type: ignore[attr-defined]
+        s3.put_object(Bucket=backend.host.bucket, Key=root + bad_card, Body=b"{}")
+        s3.put_object(Bucket=backend.host.bucket, Key=root + stray, Body=b"x")
+    report = fsck(store, repair=True)
+    assert [problem.name for problem in report.invalid_cards] == [bad_card.removeprefix("cards/")]
+    assert report.unknown_entries == [stray] and report.cards == 1 and report.objects == 1
+    assert report.quarantined == [] and report.orphans == [] and not report.ok
+    assert backend.other_host().resolve(recorded.card.experiment_id).card == recorded.card

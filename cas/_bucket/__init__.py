@@ -1,11 +1,11 @@
-"""The store on an S3-compatible bucket, with a verified local cache (DESIGN.md §9).
+"""The store on an S3-compatible bucket, with a verified local cache.
 
 Rooms: `_settings` (where the bucket is), `_keys` (the layout of a project in the bucket),
 `_client` (the one module that talks to the bucket; its SDK loads with the first client),
 `_hasher` (hashing what arrives, chunk by chunk), `_publish` (conditional creates of objects),
 `_cache` (verified local copies), `_ranged` (ranged reads of one object version, for slices),
-`_cards` (card objects under conditional writes), `_store` (`BucketStore`, which orchestrates
-them), `_fsck` (the bucket's check and repair).
+`_proofs` (kept proofs of stored versions), `_cards` (card objects under conditional writes),
+`_store` (`BucketStore`, which orchestrates them).
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 
 from cards.errors import BackendUnsupported, IntegrityError, ObjectMissing, StoreIOError
 from cas._backend import Entry, Read, check_key
-from cas._bucket._client import BucketClient, Conflict, Head
+from cas._bucket._client import BucketClient, Conflict, Head, RangeNotSatisfiable
 from cas._bucket._probe import Capabilities
 
-MAX_WHOLE_READ = 64 << 20  # `read` of a whole key (cards, manifests); objects are read in ranges
+MAX_WHOLE_READ = 64 << 20  # `read` to a key's end (cards, manifests); objects are read in ranges
 
 
 class BucketBackend:
@@ -44,30 +44,30 @@ class BucketBackend:
     def read(
         self, key: str, start: int = 0, end: int | None = None, *, version: str | None = None
     ) -> Read:
-        """Bytes `[start, end)` of the key in one GET; with `version`, of that ETag's version."""
-        if start == 0 and end is None and version is None:
-            got = self._client.get(self._key(key), MAX_WHOLE_READ)
-            if got is None:
-                raise ObjectMissing("the bucket has no such key")
-            return Read(got[0], got[1])
+        """Bytes `[start, end)` of the key in one ranged GET; with `version`, of that version.
+
+        Raises:
+            StoreIOError: `end` is None and the key holds more than `MAX_WHOLE_READ` bytes.
+        """
         if end is not None and end <= start:
             entry = self.stat(key)
             if entry is None:
                 raise ObjectMissing("the bucket has no such key")
             return Read(b"", entry.version)
+        stop = start + MAX_WHOLE_READ + 1 if end is None else end
         try:
-            data, etag = self._client.get_range(self._key(key), start, end, version)
+            data, etag = self._client.get_range(self._key(key), start, stop, version)
         except Conflict as exc:
             raise IntegrityError("the bucket's object changed while it was read") from exc
-        except StoreIOError as exc:
-            if "InvalidRange" not in exc.message:
-                raise
+        except RangeNotSatisfiable as exc:
             entry = self.stat(key)  # `start` is at or past the end
             if entry is None:
                 raise ObjectMissing("the bucket has no such key") from exc
             if version is not None and entry.version != version:
                 raise IntegrityError("the bucket's object changed while it was read") from exc
             return Read(b"", entry.version)
+        if end is None and len(data) > MAX_WHOLE_READ:
+            raise StoreIOError("a key in the bucket is larger than a whole read may be")
         return Read(data, etag)
 
     def list(self, prefix: str) -> Iterator[Entry]:

@@ -25,7 +25,7 @@ from cas._bucket._hasher import ChunkHasher
 from cas._hashing import Digests
 from cas._layout import ProjectLayout
 from cas._progress import Progress
-from cas._project import Project, open_project
+from cas._project import open_project
 from cas._verify import Verifier
 from fsedge import CHUNK_BYTES
 
@@ -48,23 +48,6 @@ class LocalCopies:
         """Whether a copy of the object is cached here (a stat, not a verification)."""
         with open_project(self.root, self._layout, create=False) as project:
             return project is not None and project.objects.lstat(artifact_id) is not None
-
-    def adopt(
-        self, project: Project, tmp_fd: int, stage: _fs.Staged, artifact_id: ArtifactId,
-        digests: Digests,
-    ) -> None:  # fmt: skip
-        """Publish a downloaded stage, hashed as it was written, as a verified copy.
-
-        It is fsynced and its proof persisted beside it. A copy already there is kept (a
-        concurrent resolve got there first).
-        """
-        with project.locked():
-            if project.objects.lstat(artifact_id) is not None:
-                return
-            project.objects.publish(stage, artifact_id, digests.manifest(), tmp_fd)
-            stage.drop_name()
-            st = os.fstat(stage.fd)
-            self._verifier.remember(project.objects, artifact_id, st, digests.sha256.hex())
 
     def verified(
         self,
@@ -95,7 +78,10 @@ class LocalCopies:
             with project.staging() as tmp_fd, _fs.staged(tmp_fd, "object") as stage:
                 digests = download(client, key, stage.fd, card.artifact.bytes, in_flight, progress)
                 _check(card, digests)
-                self.adopt(project, tmp_fd, stage, card.typed_artifact_id, digests)
+                with project.locked():  # a concurrent resolve's copy is kept
+                    self._verifier.adopt(
+                        project.objects, tmp_fd, stage, card.typed_artifact_id, digests
+                    )
             verified_at, _ = self._verifier.verify(project.objects, card, None)
             return verified_at, True
 

@@ -2,7 +2,7 @@
 
 A new card is created only if absent (`Backend.create`); an update replaces exactly the
 version read (`Backend.replace`: `If-Match` on its ETag, in the form the service accepts). A
-lost condition is never an overwrite: the store re-reads and decides again (`retried`). A
+lost condition is never an overwrite: the store re-reads and decides again (`retry_lost_writes`). A
 service without a working conditional replace has its card updates refused
 (`BackendUnsupported`), never retried as if another writer had won.
 
@@ -12,14 +12,14 @@ the experiment id of its key, as on disk.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from cards import ExperimentCardV1, ExperimentId, dump_card, parse_card, parse_experiment_id
-from cards.errors import CardInvalid, ExperimentNotFound, InvalidInput, ObjectMissing
-from cas._backend import Backend, Entry
-from cas._cardfiles import MAX_CARD_BYTES, CardChanges, CardRead, CardStamp
-from cas._layout import CARD_SUFFIX, CARDS, ProjectLayout
+from cards import ExperimentCardV1, dump_card, parse_experiment_id
+from cards.errors import CardInvalid, ExperimentNotFound, InvalidInput
+from cas._backend import Entry
+from cas._cardfiles import CardChanges, CardRead, CardReads, CardStamp, card_key
+from cas._layout import CARD_SUFFIX, CARDS
 
 if TYPE_CHECKING:
     from cas._card_log import LogMark
@@ -27,59 +27,8 @@ if TYPE_CHECKING:
 _PREFIX = f"{CARDS}/"
 
 
-class BucketCards:
+class BucketCards(CardReads):
     """The cards of one project in a bucket (`backend` holds the project's keys)."""
-
-    def __init__(self, backend: Backend, layout: ProjectLayout) -> None:
-        self._backend = backend
-        self._layout = layout
-
-    def read(self, exp_id: ExperimentId) -> ExperimentCardV1:
-        """One card (see `read_versioned`)."""
-        return self.read_versioned(exp_id)[0]
-
-    def read_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1, str]:
-        """One card and its ETag (one ranged GET, bounded).
-
-        Raises:
-            ExperimentNotFound: there is no such card.
-            CardInvalid: the card is malformed, unsupported, or belongs elsewhere.
-        """
-        try:
-            got = self._backend.read(_key(exp_id), 0, MAX_CARD_BYTES + 1)
-        except ObjectMissing as exc:
-            raise ExperimentNotFound("no experiment with that id in this project") from exc
-        if len(got.data) > MAX_CARD_BYTES:
-            raise CardInvalid("the card file is larger than a card may be")
-        return self._checked(parse_card(got.data), exp_id), got.version
-
-    def find_versioned(self, exp_id: ExperimentId) -> tuple[ExperimentCardV1 | None, str | None]:
-        """The usable card at `exp_id` and the ETag of what holds its key.
-
-        A corrupt card gives (None, its ETag): replacing exactly that version heals it.
-
-        Raises:
-            UnsupportedVersion: a card of a newer schema holds the key (never overwritten).
-        """
-        try:
-            return self.read_versioned(exp_id)
-        except ExperimentNotFound:
-            return None, None
-        except CardInvalid as exc:
-            if exc.code != CardInvalid.code:
-                raise
-        entry = self._backend.stat(_key(exp_id))
-        return None, None if entry is None else entry.version
-
-    def read_many(self, exp_ids: Sequence[ExperimentId]) -> list[ExperimentCardV1 | None]:
-        """Each card (one GET each); None for an absent or unusable one."""
-        return [self._usable(exp_id) for exp_id in exp_ids]
-
-    def _usable(self, exp_id: ExperimentId) -> ExperimentCardV1 | None:
-        try:
-            return self.read(exp_id)
-        except (ExperimentNotFound, CardInvalid):
-            return None
 
     def write(self, card: ExperimentCardV1, etag: str | None) -> bool:
         """Create the card (`etag` None) or replace the version `etag`; False if that lost.
@@ -88,7 +37,7 @@ class BucketCards:
             BackendUnsupported: the service has no conditional create, or replace.
             StoreIOError: the bucket failed.
         """
-        key, body = _key(card.typed_experiment_id), dump_card(card)
+        key, body = card_key(card.typed_experiment_id), dump_card(card)
         if etag is None:
             return self._backend.create(key, body) is not None
         return self._backend.replace(key, body, etag) is not None
@@ -127,12 +76,3 @@ class BucketCards:
     def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
         """Every card, stamped: a bucket keeps no card log, so one listing says what changed."""
         return CardChanges.scanned(self.scan(known), None)
-
-    def _checked(self, card: ExperimentCardV1, exp_id: ExperimentId) -> ExperimentCardV1:
-        if card.experiment_id != exp_id or card.project_id != self._layout.project_id:
-            raise CardInvalid("the card does not belong at this place in this project")
-        return card
-
-
-def _key(exp_id: ExperimentId) -> str:
-    return f"{_PREFIX}{exp_id}{CARD_SUFFIX}"

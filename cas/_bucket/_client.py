@@ -60,6 +60,10 @@ class DigestRefused(StoreIOError):
     """The service refused a body as not matching its declared checksum (retryable)."""
 
 
+class RangeNotSatisfiable(StoreIOError):
+    """A ranged read started at or past the key's end (S3's `InvalidRange`, HTTP 416)."""
+
+
 _DIGEST_CODES = frozenset(
     {"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch", "XAmzContentSHA256Mismatch"}
 )
@@ -156,6 +160,8 @@ def _errors(operation: str) -> Iterator[None]:
             raise Conflict(operation) from exc
         if status == 501 or code == "NotImplemented":
             raise Unsupported(operation) from exc
+        if code == "InvalidRange" or status == 416:
+            raise RangeNotSatisfiable(f"the range is past the key's end ({operation})") from exc
         if code in _DIGEST_CODES:
             raise DigestRefused(f"the bucket refused a body's checksum for {operation}") from exc
         if code == "NoSuchBucket":
@@ -220,23 +226,6 @@ class BucketClient:
             key, reply["ContentLength"], reply["ETag"], reply["LastModified"], meta.get(SHA256_META)
         )
 
-    def get(self, key: str, max_bytes: int) -> tuple[bytes, str] | None:
-        """A small key's bytes and ETag; None when absent.
-
-        Raises:
-            StoreIOError: the key holds more than `max_bytes`, or the bucket failed.
-        """
-        try:
-            with _errors("get"):
-                reply = self._s3.get_object(Bucket=self.bucket, Key=key)
-                if reply["ContentLength"] > max_bytes:
-                    reply["Body"].close()
-                    raise StoreIOError("a key in the bucket is larger than it may be")
-                data: bytes = reply["Body"].read()
-        except ObjectMissing:
-            return None
-        return data, reply["ETag"]
-
     def get_range(
         self, key: str, start: int, end: int | None, etag: str | None = None
     ) -> tuple[bytes, str]:
@@ -246,7 +235,7 @@ class BucketClient:
 
         Raises:
             ObjectMissing: the key is gone. Conflict: it changed (`etag`).
-            StoreIOError: the bucket failed (`InvalidRange`: `start` is past its end).
+            RangeNotSatisfiable: `start` is at or past its end. StoreIOError: the bucket failed.
         """
         extra = {"IfMatch": etag} if etag else {}
         span = f"bytes={start}-{'' if end is None else end - 1}"

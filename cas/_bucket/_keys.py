@@ -1,6 +1,6 @@
 """Where a project's objects, manifests, cards and staging keys live in a bucket.
 
-The same layout as on disk (DESIGN.md §4), below an optional prefix:
+The same layout as on disk (`cas._layout`), below an optional prefix:
 `<prefix>/projects/<project_key>/objects/<shard>/<artifact_id>` (and `.chunks` beside it),
 `.../cards/<experiment_id>.json`, `.../tmp/<random>` for staging, `.../quarantine/` for objects
 `fsck --repair` moved aside.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
-from cards import ArtifactId, ExperimentId, InvalidId, parse_artifact_id
-from cas._layout import CARD_SUFFIX, CHUNKS_SUFFIX, ProjectLayout
+from cards import ArtifactId
+from cas._layout import CHUNKS_SUFFIX, ProjectLayout
 
 
 class BucketKeys(msgspec.Struct, frozen=True):
@@ -46,6 +46,13 @@ class BucketKeys(msgspec.Struct, frozen=True):
         """Where `fsck --repair` moves corrupt objects."""
         return f"{self.root}quarantine/"
 
+    def object_of(self, key: str) -> ArtifactId | None:
+        """The artifact id a listed key names as an object (in its shard), else None."""
+        from cas._objects import object_name
+
+        shard, _, name = key.removeprefix(self.objects).partition("/")
+        return object_name(name, shard)
+
     def object(self, artifact_id: ArtifactId) -> str:
         """The object's key."""
         return "/".join((self.root.rstrip("/"), *self.layout.object_path(artifact_id)))
@@ -54,20 +61,6 @@ class BucketKeys(msgspec.Struct, frozen=True):
         """The chunk manifest's key."""
         return self.object(artifact_id) + CHUNKS_SUFFIX
 
-    def card(self, experiment_id: ExperimentId) -> str:
-        """A card's key."""
-        return f"{self.cards}{experiment_id}{CARD_SUFFIX}"
-
     def claim(self, key: str) -> str:
         """The staging key that claims the completion of the object at `key`."""
         return f"{self.tmp}claim-{key.rpartition('/')[2]}"
-
-    def object_of(self, key: str) -> ArtifactId | None:
-        """The artifact id a listed key names as an object (in its shard), else None."""
-        rest = key.removeprefix(self.objects)
-        shard, _, name = rest.partition("/")
-        try:
-            artifact_id = parse_artifact_id(name)
-        except InvalidId:
-            return None
-        return artifact_id if ProjectLayout.shard(artifact_id) == shard else None

@@ -7,7 +7,7 @@ byte is sent. Then:
   `If-Match` on exactly that version, since ours was computed from the bytes just hashed);
 - a stored object is not sent again only once its bytes are proven to be the address's: hashed
   as read back by ranged GETs pinned to its ETag, or named by a proof this host kept of exactly
-  that version (`Proofs`: its ETag and size, written when this host sent or hashed it). The
+  that version (`_proofs`: its ETag and size, written when this host sent or hashed it). The
   SHA-256 metadata label is never trusted: a corrupt object of the right size under the
   original label is copied to `quarantine/`, removed, and published again (healed);
 - a small object is one conditional `PutObject`; a larger one a multipart upload on the final
@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import threading
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -51,17 +49,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from types import EllipsisType
 
-import msgspec
 import xxhash
 
 import fsedge as _fs
 from cards import ArtifactId
-from cards.errors import IntegrityError, SourceChanged, StoreIOError
-from cas._bucket._cache import download
-from cas._bucket._client import BucketClient, ChecksumMismatch, Conflict, Head, Unsupported
+from cards.errors import IntegrityError, ObjectMissing, SourceChanged, StoreIOError
+from cas._bucket._client import BucketClient, ChecksumMismatch, Conflict, Unsupported
 from cas._bucket._hasher import PartDigests
 from cas._bucket._keys import BucketKeys
 from cas._bucket._probe import Capabilities
+from cas._bucket._proofs import Proofs
 from cas._hashing import Digests
 from cas._objects import MAX_MANIFEST_BYTES
 from cas._progress import Progress
@@ -69,79 +66,6 @@ from fsedge import CHUNK_BYTES
 
 CLAIM_WAIT_S = 120.0  # how long a record waits for another host's completion before giving up
 CLAIM_STALE_S = 600  # a claim this old belongs to a host that died while completing
-_PROOF_MAX_BYTES = 512
-
-
-class Proofs:
-    """Which versions of the bucket's objects this host proved to be their address's bytes.
-
-    A proof is a small file per artifact under the local cache (`proofs/<artifact_id>`): the
-    ETag and size of the version proven. A service gives a replaced object a new ETag, so a
-    matching proof spares reading the object back again; `trusted` False (integrity "always")
-    never uses one.
-    """
-
-    def __init__(self, client: BucketClient, root: str, in_flight: int, *, trusted: bool) -> None:
-        self._client = client
-        self._root = root
-        self._in_flight = in_flight
-        self._trusted = trusted
-
-    def check(self, head: Head | None, artifact_id: ArtifactId, digests: Digests) -> bool | None:
-        """None: no object; True: the object is proven to be `digests`' bytes; False: it is not.
-
-        Raises:
-            StoreIOError: the bucket failed.
-        """
-        if head is None:
-            return None
-        if head.size != digests.size:
-            return False
-        if self._trusted and self._recorded(artifact_id) == (head.etag, head.size):
-            return True
-        try:
-            got = download(self._client, head.key, None, head.size, self._in_flight, None)
-        except IntegrityError:  # replaced or truncated while it was read: not proven
-            return False
-        if got.sha256 != digests.sha256:
-            return False
-        self.remember(artifact_id, head.etag, head.size)
-        return True
-
-    def remember(self, artifact_id: ArtifactId, etag: str, size: int) -> None:
-        """Keep a proof that the version `etag` holds the artifact's bytes (best effort).
-
-        Renamed into place unsynced: after a crash it is whole, or unreadable (and ignored).
-        """
-        if not etag:
-            return
-        path = os.path.join(self._root, artifact_id)
-        stage = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with contextlib.suppress(OSError):
-            os.makedirs(self._root, mode=0o700, exist_ok=True)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(stage, flags, 0o600)
-            try:
-                _fs.write_all(fd, msgspec.json.encode((etag, size)))
-            finally:
-                os.close(fd)
-            os.replace(stage, path)
-
-    def _recorded(self, artifact_id: ArtifactId) -> tuple[str, int] | None:
-        path = os.path.join(self._root, artifact_id)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            etag, size = msgspec.json.decode(
-                _fs.read_small(fd, _PROOF_MAX_BYTES), type=tuple[str, int]
-            )
-        except (OSError, ValueError, msgspec.DecodeError):
-            return None
-        finally:
-            os.close(fd)
-        return etag, size
 
 
 class Publisher:
@@ -302,19 +226,19 @@ class Publisher:
                 client.put(key, manifest, create=True)
                 return
             except Conflict:
-                got = client.get(key, MAX_MANIFEST_BYTES)
-                if got is None:
-                    continue
-                if got[0] == manifest:
-                    return
-                if self.caps.replace_etag is None:
-                    client.delete(key)  # ours is computed from the bytes: theirs is wrong
-                    continue
-                try:
-                    client.put(key, manifest, if_match=got[1])
-                    return
-                except Conflict:
-                    continue
+                pass
+            try:
+                got, etag = client.get_range(key, 0, MAX_MANIFEST_BYTES)
+            except ObjectMissing:
+                continue
+            if got == manifest:
+                return
+            if self.caps.replace_etag is None:
+                client.delete(key)  # ours is computed from the bytes: theirs is wrong
+                continue
+            with contextlib.suppress(Conflict):
+                client.put(key, manifest, if_match=etag)
+                return
         raise IntegrityError("the chunk manifest kept changing in the bucket; record again")
 
 

@@ -25,7 +25,7 @@ from cas._bucket._keys import BucketKeys
 from fsedge import chunk_count
 
 
-def pinned(client: BucketClient, keys: BucketKeys, card: ExperimentCardV1) -> BucketRanges:
+def pin_object(client: BucketClient, keys: BucketKeys, card: ExperimentCardV1) -> BucketRanges:
     """The bucket's current version of the card's object, and its stored manifest.
 
     Raises:

@@ -1,6 +1,6 @@
 """`BucketStore`: the one `Store` over an S3-compatible bucket, shared by many hosts.
 
-The same guarantees as `ProjectStore`, in object-storage terms (DESIGN.md §9):
+The same guarantees as `ProjectStore`, in object-storage terms:
 
 - record hashes the export in place first (no copy), so the content address is known before
   anything is sent; the media type and table facts are read from it through those chunk
@@ -34,10 +34,11 @@ the same bytes converge on one object and one card, and nothing is ever overwrit
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Iterator, Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING, Unpack
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, NamedTuple, Unpack
 
 from cards import (
     ArtifactId,
@@ -46,39 +47,38 @@ from cards import (
     artifact_id_for_digest,
     experiment_id,
 )
+from cards.errors import IntegrityError, ObjectMissing
 from cards.policy import check_byte_quota, check_card_quota
+from cas._backend import Entry
 from cas._bucket._backend import BucketBackend
-from cas._bucket._cache import LocalCopies
+from cas._bucket._cache import LocalCopies, download
 from cas._bucket._cards import BucketCards
 from cas._bucket._client import BucketClient
 from cas._bucket._hasher import hash_for_upload
 from cas._bucket._keys import BucketKeys
 from cas._bucket._probe import Capabilities, known
-from cas._bucket._publish import Proofs, Publisher
-from cas._bucket._ranged import pinned
+from cas._bucket._proofs import Proofs
+from cas._bucket._publish import Publisher, quarantine
+from cas._bucket._ranged import pin_object
 from cas._bucket._settings import BucketSettings
 from cas._hashing import Digests, hash_export
+from cas._layout import OBJECTS
+from cas._objects import object_name
 from cas._progress import Progress
 from cas._results import Committing, Provenance, Recorded, commit_card
-from cas._store import Options, Recording, Room, Store, retried
+from cas._store import Options, Recording, Room, Store, retry_lost_writes
 from cas._verify import IntegrityMode
 
 if TYPE_CHECKING:
     from cards import CardMetadata
-    from cas._fsck import FsckReport
+    from cas._fsck import FsckRoom, Leftover
     from cas.slicing import RemoteBytes
 
 
-class BucketRoom:
+class BucketRoom(NamedTuple):
     """A bucket project, open for a call: its cards; no lock (every write is conditional)."""
 
-    def __init__(self, cards: BucketCards) -> None:
-        self._cards = cards
-
-    @property
-    def cards(self) -> BucketCards:
-        """The project's card objects."""
-        return self._cards
+    cards: BucketCards
 
     def locked(self) -> contextlib.AbstractContextManager[None]:
         """No lock spans hosts: a write that lost its condition is decided again."""
@@ -86,7 +86,7 @@ class BucketRoom:
 
     def write_card(self, card: ExperimentCardV1, version: str | None) -> bool:
         """Create the card (`version` None) or replace exactly that version."""
-        return self._cards.write(card, version)
+        return self.cards.write(card, version)
 
 
 class BucketStore(Store):
@@ -154,16 +154,6 @@ class BucketStore(Store):
     def cards_version(self) -> str | None:
         """None: a bucket gives no cheap token for "the cards changed"; callers list instead."""
         return None
-
-    def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
-        """Hash every object, check every card, find leftovers (`cas.fsck`).
-
-        Raises:
-            StoreIOError: the bucket failed.
-        """
-        from cas._bucket._fsck import fsck_bucket
-
-        return fsck_bucket(self, repair=repair, progress=progress)
 
     @contextlib.contextmanager
     def _opened(self, *, create: bool) -> Iterator[Room | None]:
@@ -236,15 +226,14 @@ class BucketStore(Store):
         def attempt() -> Recorded | None:
             existing, etag = cards.find_versioned(exp_id)
             completed, table_warnings = measured.complete(metadata, existing, self.limits)
+            return commit_card(
+                commit, existing, completed, table_warnings, self._clock(),
+                lambda card: cards.write(card, etag),
+            )  # fmt: skip
 
-            def write(card: ExperimentCardV1) -> bool:
-                return cards.write(card, etag)
-
-            return commit_card(commit, existing, completed, table_warnings, self._clock(), write)
-
-        recorded = retried(attempt)
+        recorded = retry_lost_writes(attempt)
         if self.client.head(self.keys.object(artifact_id)) is None:
-            # `artmem gc` deleted the object while this record adopted it (`cas._gc_bucket`):
+            # `artmem gc` deleted the object while this record adopted it (`cas._bucket._gc`):
             # now that a card names it, send it again (nothing is lost either way).
             publisher.publish(artifact_id, digests, source_fd, progress, checked=None)
         return recorded
@@ -263,7 +252,7 @@ class BucketStore(Store):
         """A verified local copy (left by a resolve) is read from disk; else ranged GETs."""
         if self.copies.has(card.typed_artifact_id):
             return None
-        return pinned(self.client, self.keys, card)
+        return pin_object(self.client, self.keys, card)
 
     def _has_object(self, room: Room, artifact_id: ArtifactId) -> bool:
         """Cached here, or its key exists in the bucket (not a proof)."""
@@ -271,14 +260,58 @@ class BucketStore(Store):
             return True
         return self.client.head(self.keys.object(artifact_id)) is not None
 
+    def _adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
+        """Publish the bytes as a record does (`Publisher`), unless they are proven stored."""
+        present, _ = self.publisher().publish(artifact_id, digests, source_fd)
+        return present
+
     def _stored(self, room: Room) -> tuple[int, int]:
         return self._listed()
+
+    def _checking(self, room: Room) -> FsckRoom:
+        return _BucketCheck(self)
 
     def _listed(self) -> tuple[int, int]:
         """How many objects the bucket holds for this project, and their bytes (one listing)."""
         objects = total = 0
-        for head in self.client.listing(self.keys.objects):
-            if self.keys.object_of(head.key) is not None:
+        for entry in self.backend.list(f"{OBJECTS}/"):
+            shard, _, name = entry.key.removeprefix(f"{OBJECTS}/").partition("/")
+            if object_name(name, shard) is not None:
                 objects += 1
-                total += head.size
+                total += entry.size
         return objects, total
+
+
+class _BucketCheck:
+    """What `fsck` asks of a bucket project: ranged GETs, stage ages, incomplete uploads."""
+
+    def __init__(self, store: BucketStore) -> None:
+        self._client, self._keys = store.client, store.keys
+        self.backend = store.backend
+        stale_after = timedelta(seconds=store.settings.stale_after_s)
+        self._older_than = datetime.now(UTC) - stale_after
+
+    def digests(self, entry: Entry, progress: Progress | None) -> Digests | None:
+        """The object hashed as read back (one version); None when it is gone or changed."""
+        try:
+            got = download(self._client, self._keys.root + entry.key, None, entry.size, 2, None)
+        except (ObjectMissing, IntegrityError):
+            return None
+        if progress is not None:
+            progress.advance(entry.size)
+        return got
+
+    def stale(self, entry: Entry) -> bool:
+        """Whether a staging key is older than `stale_after_s`."""
+        return entry.modified <= self._older_than.timestamp()
+
+    def leftovers(self) -> Iterator[Leftover]:
+        """The project's incomplete multipart uploads."""
+        for upload in self._client.uploads(self._keys.root):
+            name = "upload:" + upload.key.removeprefix(self._keys.root)
+            abort = functools.partial(self._client.abort, upload.key, upload.upload_id)
+            yield name, upload.initiated <= self._older_than, abort
+
+    def quarantine(self, artifact_id: ArtifactId) -> None:
+        """Copy the object into `quarantine/`, then remove it from its address."""
+        quarantine(self._client, self._keys, artifact_id)

@@ -194,7 +194,8 @@ class Helper:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = (
             "import sys; sys.path[:] = sys.argv[2:]; "
-            "from cas.slicing._helper import serve; serve(int(sys.argv[1]))"
+            "from cas.slicing._helper import serve; from cas.slicing._isolated import run_child; "
+            "serve(int(sys.argv[1]), run_child)"
         )
         try:
             process = subprocess.Popen(
@@ -248,10 +249,13 @@ HELPER = Helper()
 # -- the helper process ------------------------------------------------------------------------
 
 
-def serve(control_fd: int) -> NoReturn:
-    """The helper's loop: fork a child per read, report how it ended; end with the caller."""
+def serve(control_fd: int, run_child: Callable[..., NoReturn]) -> NoReturn:
+    """The helper's loop: fork a child per read, report how it ended; end with the caller.
+
+    `run_child` is what a forked child runs (`_isolated.run_child`, passed in by the helper's
+    command line, so this module never imports the one that uses it).
+    """
     import_readers()
-    from cas.slicing._isolated import run_child
 
     control = socket.socket(fileno=control_fd)
     wake_r, wake_w = os.pipe()
