@@ -5,7 +5,10 @@ object's bytes. Below `cas` (the store) and `cas.slicing` (its reads), beside `c
 imports only `cards`. Rooms:
 
 - `_fs`: opens one component at a time with `O_NOFOLLOW` under held directory descriptors,
-  staged files (unnamed where the system allows), atomic writes, full positional reads;
+  named staged files, atomic writes;
+- `_reads`: reads that finish (whole positional reads, a small file whole, a kernel copy);
+- `_output`: files for people outside the store (`--out`, `export`): unnamed stages, a new file
+  written beside a path, never over one unless asked;
 - `_outside`: refusing an operator's output destination inside the store's roots;
 - `_chunks`: the chunk manifest (xxh3-128 per 4 MiB chunk);
 - `_clock`: the one clock (`utc_now`).
@@ -25,7 +28,6 @@ from fsedge._fs import (
     Staged,
     WriteBehind,
     atomic_write,
-    copy_range,
     fsync_dir,
     is_stale_stage,
     list_dir_beneath,
@@ -34,14 +36,11 @@ from fsedge._fs import (
     open_dir,
     open_dir_beneath,
     open_file_beneath,
-    pread_full,
-    pread_into,
-    read_small,
     staged,
-    staged_beside,
     write_all,
-    write_new,
 )
+from fsedge._output import staged_beside, write_new
+from fsedge._reads import copy_range, pread_full, pread_into, read_small
 
 __all__ = [
     "CHUNK_BYTES",

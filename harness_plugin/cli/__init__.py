@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from harness_plugin.cli import _arguments as options
+from harness_plugin.cli._parsing import Formatter, ParseFailure, Parser, Version
 
 if TYPE_CHECKING:
     from cards import ArtifactError
@@ -23,69 +23,6 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a reader that closed early (SIGPIPE)
-
-
-class _ParseFailure(Exception):
-    """The command line does not parse; becomes a typed `UsageError` when reported."""
-
-    def __init__(self, message: str, usage: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.usage = usage
-
-
-class _Formatter(argparse.HelpFormatter):
-    """argparse's help layout, sized without `shutil` (which loads its compression modules).
-
-    argparse asks `shutil.get_terminal_size` for the width whenever it builds a formatter, and
-    it builds one for every argument added; this asks the same question the same way.
-    """
-
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, width=_terminal_columns() - 2)  # argparse's own margin
-
-
-def _terminal_columns() -> int:
-    """`$COLUMNS` if set and positive, else the terminal's width, else 80 (as `shutil`)."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0 and sys.__stdout__ is not None:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (ValueError, OSError):  # not a terminal, or stdout closed
-            columns = 0
-    return columns if columns > 0 else 80
-
-
-class _Parser(argparse.ArgumentParser):
-    """An argparse parser that raises instead of exiting, so `--json` can report the error."""
-
-    def error(self, message: str) -> NoReturn:
-        """Raise the parse error (argparse would print usage and exit 2).
-
-        argparse quotes the offending value whole (with `repr`): a long one is cut short.
-        """
-        message = _LONG_QUOTED.sub(lambda m: f"{m.group(1)}…'", message)
-        raise _ParseFailure(f"{self.prog}: {message}", self.format_usage())
-
-
-_LONG_QUOTED = re.compile(r"('(?:[^'\\]|\\.){60})(?:[^'\\]|\\.)+'")  # as cards.excerpt
-
-
-class _Version(argparse.Action):
-    """`--version`, reading the installed version only when asked."""
-
-    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> NoReturn:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            found = version("artmem")
-        except PackageNotFoundError:  # running from a source tree that is not installed
-            found = "unknown"
-        print(f"artmem {found}")
-        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -109,7 +46,7 @@ def _main(argv: list[str]) -> int:
     parser = _parser(argv)
     try:
         args = parser.parse_args(argv)
-    except _ParseFailure as failure:
+    except ParseFailure as failure:
         as_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
         if not as_json:
             sys.stderr.write(failure.usage)
@@ -178,11 +115,11 @@ def _emit(outcome: Outcome, *, as_json: bool, out: TextIO) -> None:
         out.write("".join(line + "\n" for line in outcome.lines))
 
 
-def _common(*, in_subcommand: bool) -> _Parser:
+def _common(*, in_subcommand: bool) -> Parser:
     # Options may come before or after the command; in the subcommand they must not reset a
     # value given before it, hence SUPPRESS there.
     default = argparse.SUPPRESS if in_subcommand else None
-    common = _Parser(add_help=False, formatter_class=_Formatter)
+    common = Parser(add_help=False, formatter_class=Formatter)
     common.add_argument(
         "--config", default=default, help="configuration file (default: $ARTMEM_CONFIG)"
     )
@@ -206,13 +143,13 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for the listing and the "invalid choice" error.
     """
     named = [] if argv is None else [n for n in _COMMANDS if {n, *_ALIASES.get(n, [])} & {*argv}]
-    parser = _Parser(
+    parser = Parser(
         prog="artmem",
-        formatter_class=_Formatter,
+        formatter_class=Formatter,
         description="A project-scoped store for exact experimental results.",
         parents=[_common(in_subcommand=False)],
     )
-    parser.add_argument("--version", action=_Version, nargs=0, help="print the version")
+    parser.add_argument("--version", action=Version, nargs=0, help="print the version")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     sub_common = _common(in_subcommand=True)
     for name in named or _COMMANDS:
@@ -223,7 +160,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             help=summary,
             description=summary,
             parents=[sub_common],
-            formatter_class=_Formatter,
+            formatter_class=Formatter,
         )
         configure(sub)
         sub.set_defaults(run=run)

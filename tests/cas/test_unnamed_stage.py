@@ -9,11 +9,12 @@ import sys
 
 import pytest
 
-import fsedge._fs as fs
+import fsedge._output as fs
 
 CHILD = r"""
 import sys
-from fsedge._fs import staged_beside, write_all
+from fsedge._output import staged_beside
+from fsedge._fs import write_all
 with staged_beside(sys.argv[1]) as out:
     write_all(out.stage.fd, b"x" * (1 << 20))
     print(type(out.stage).__name__, flush=True)
