@@ -35,7 +35,8 @@ from cards.errors import CardInvalid, EditConflict, InvalidInput
 from cas._backend import Backend
 from cas._layout import CARD_SUFFIX, CARDS
 from cas._retirement import RETIRED, room_backend
-from cas._store import Room, Store, require_room, retry_lost_writes
+from cas._room import Room, require_room, retry_lost_writes
+from cas._store import Store
 from fsedge import utc_now
 
 if TYPE_CHECKING:

@@ -28,7 +28,8 @@ from cas._local_backend import LocalBackend
 from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project, open_project
-from cas._store import Options, Recording, Room, Store, require_room
+from cas._room import Options, Recording, Room, require_room
+from cas._store import Store
 
 if TYPE_CHECKING:  # the card models load with the first card read or written
     from cards import ExperimentCardV1

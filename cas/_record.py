@@ -50,7 +50,7 @@ from cas._results import Committing, Provenance, Recorded, commit_card
 from cas._verify import Clock, Verifier
 
 if TYPE_CHECKING:
-    from cas._store import Recording
+    from cas._room import Recording
     from cas.slicing import Measured
 
 PROBE_MIN_BYTES = 4 << 20  # below this, copying costs little more than hashing first

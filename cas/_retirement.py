@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from cards import parse_experiment_id
 from cards.errors import CardInvalid, ExperimentNotFound
 from cas._backend import Backend
-from cas._store import Room, Store
+from cas._room import Room
+from cas._store import Store
 
 RETIRED = "retired"
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING
 
 from cards import parse_artifact_id, parse_experiment_id
-from cards.errors import ArtifactTooLarge, ExperimentNotFound, StoreIOError
+from cards.errors import ArtifactTooLarge
+from cas._room import Recording, Room, require_room, retry_lost_writes
 from fsedge import utc_now
 
 if TYPE_CHECKING:  # the card models and the rooms load with the first store
@@ -35,56 +36,13 @@ if TYPE_CHECKING:  # the card models and the rooms load with the first store
         ProjectId,
     )
     from cas._card_log import LogMark
-    from cas._cardfiles import CardChanges, CardRead, CardReads, CardScan, CardStamp
+    from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
     from cas._fsck import FsckReport, FsckRoom
     from cas._hashing import Digests
-    from cas._ingest import ExportSource
     from cas._progress import Progress
     from cas._results import Located, Provenance, Recorded, Resolved, Usage
     from cas._verify import Clock, IntegrityMode, VerificationCache
     from cas.slicing import RemoteBytes
-
-MAX_ATTEMPTS = 8  # conditional card writes lost in a row before a retryable error
-
-T = TypeVar("T")
-
-
-class Room(Protocol):
-    """One project, open for a call: its cards, its commit lock, and card writes."""
-
-    @property
-    def cards(self) -> CardReads:
-        """The project's cards (`CardFiles`, `BucketCards`)."""
-        ...
-
-    def locked(self) -> AbstractContextManager[None]:
-        """The commit lock (a bucket has none: its writes are conditional)."""
-        ...
-
-    def write_card(self, card: ExperimentCardV1, version: str | None) -> bool:
-        """Write a card over `version` (None: create); False when a conditional write lost."""
-        ...
-
-
-class Recording(NamedTuple):
-    """A record under way: the opened export, and what the host said of it."""
-
-    src: ExportSource
-    provenance: Provenance
-    metadata: CardMetadata
-    progress: Progress | None
-
-
-class Options(TypedDict, total=False):
-    """How a store behaves, whatever its backend (`Store.__init__`)."""
-
-    limits: Limits
-    integrity: IntegrityMode
-    initial_index_state: IndexState
-    clock: Clock
-    cache: VerificationCache
-    require_owner: bool
-    read_only: bool
 
 
 class Store:
@@ -425,29 +383,3 @@ class Store:
                 return Usage(objects=0, bytes=0, cards=0)
             objects, total = self._stored(room)
             return Usage(objects=objects, bytes=total, cards=room.cards.count())
-
-
-def require_room(room: Room | None) -> Room:
-    """`room`, which must exist to hold the experiment asked for.
-
-    Raises:
-        ExperimentNotFound: the project has recorded nothing yet.
-    """
-    if room is None:
-        raise ExperimentNotFound("this project has recorded nothing yet")
-    return room
-
-
-def retry_lost_writes(attempt: Callable[[], T | None]) -> T:
-    """Run `attempt` until it returns a value (None: a conditional write lost; read again).
-
-    Raises:
-        StoreIOError: (retryable) the card kept changing under other writers.
-    """
-    for _ in range(MAX_ATTEMPTS):
-        result = attempt()
-        if result is not None:
-            return result
-    raise StoreIOError(
-        f"the card changed under other writers {MAX_ATTEMPTS} times in a row; try again"
-    )

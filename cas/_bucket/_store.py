@@ -66,7 +66,8 @@ from cas._layout import OBJECTS
 from cas._objects import object_name
 from cas._progress import Progress
 from cas._results import Committing, Provenance, Recorded, commit_card
-from cas._store import Options, Recording, Room, Store, retry_lost_writes
+from cas._room import Options, Recording, Room, retry_lost_writes
+from cas._store import Store
 from cas._verify import IntegrityMode
 
 if TYPE_CHECKING:
