@@ -36,7 +36,8 @@ from indexer._entry import (
     cards_session_id,
     message_fingerprint,
 )
-from indexer._outbox import CORRUPT, Outbox
+from indexer._outbox import Outbox
+from indexer._outbox_files import CORRUPT
 from indexer._worker import EXHAUSTED
 
 Clock = Callable[[], datetime]

@@ -14,7 +14,6 @@ be admitted again, which is how reconciliation re-admits its card.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 import threading
@@ -23,9 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from cards import ArtifactError, ConfigError, OutboxError, excerpt
-from fsedge import atomic_write, read_small
-from indexer._entry import OutboxEntry, decode_entry, encode_entry, parse_delivery_id
+from cards import ConfigError, excerpt
+from indexer._entry import OutboxEntry, encode_entry, parse_delivery_id
 from indexer._outbox_dirs import (
     DEAD_LETTER,
     OUTBOX,
@@ -36,12 +34,21 @@ from indexer._outbox_dirs import (
     permission_problems,
     repair_permissions,
 )
+from indexer._outbox_files import (
+    CORRUPT,
+    CORRUPT_SUFFIX,
+    SUFFIX,
+    Corrupt,
+    document_exists,
+    inspect,
+    is_document_name,
+    load_all,
+    load_all_moving,
+    remains,
+    set_aside,
+    write_document,
+)
 
-SUFFIX = ".json"
-CORRUPT_SUFFIX = ".corrupt"
-# The dead-letter reason of a document moved aside because it did not verify.
-CORRUPT = "indexer.outbox_corrupt"
-MAX_ENTRY_BYTES = 4 << 20
 Clock = Callable[[], datetime]
 
 
@@ -98,13 +105,6 @@ class OutboxCheck:
         return self.problems == 0
 
 
-@dataclass(frozen=True, slots=True)
-class _Corrupt:
-    """A document that does not verify; `identity` (device, inode) when it can be moved aside."""
-
-    identity: tuple[int, int] | None
-
-
 class Outbox:
     """The pending and dead-letter documents under one state root."""
 
@@ -144,11 +144,11 @@ class Outbox:
         """
         name = parse_delivery_id(entry.delivery_id) + SUFFIX
         with self._dirs() as (pending, dead, tmp):
-            if _exists(dead, name):
+            if document_exists(dead, name):
                 return Admission(entry.delivery_id, created=False)
-            if _remains(pending, name, dead):
+            if remains(pending, name, dead):
                 return Admission(entry.delivery_id, created=False)
-            _write(pending, name, encode_entry(entry), tmp)
+            write_document(pending, name, encode_entry(entry), tmp)
         return Admission(entry.delivery_id, created=True)
 
     def update(self, entry: OutboxEntry) -> None:
@@ -159,7 +159,7 @@ class Outbox:
         """
         name = parse_delivery_id(entry.delivery_id) + SUFFIX
         with self._dirs() as (pending, _dead, tmp):
-            _write(pending, name, encode_entry(entry), tmp)
+            write_document(pending, name, encode_entry(entry), tmp)
 
     def ack(self, delivery_id: str) -> None:
         """Forget a delivered document (idempotent)."""
@@ -174,7 +174,7 @@ class Outbox:
         name = parse_delivery_id(entry.delivery_id) + SUFFIX
         dead_entry = entry.changed(last_error=reason)
         with self._dirs() as (pending, dead, tmp):
-            _write(dead, name, encode_entry(dead_entry), tmp)
+            write_document(dead, name, encode_entry(dead_entry), tmp)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=pending)
             os.fsync(pending)
@@ -193,7 +193,7 @@ class Outbox:
     def pending(self) -> list[OutboxEntry]:
         """Every valid pending document, in admission order (invalid ones are counted in stats)."""
         with self._dirs() as (pending, _dead, _tmp):
-            entries, _invalid = _load_all(pending)
+            entries, _invalid = load_all(pending)
         return sorted(entries, key=lambda e: (e.seq, e.delivery_id))
 
     def claimable(self) -> tuple[list[OutboxEntry], int]:
@@ -207,7 +207,7 @@ class Outbox:
             The valid entries in admission order, and how many documents were set aside.
         """
         with self._dirs() as (pending, dead, _tmp):
-            entries, _invalid, moved = _load_all_moving(pending, dead)
+            entries, _invalid, moved = load_all_moving(pending, dead)
         return sorted(entries, key=lambda e: (e.seq, e.delivery_id)), moved
 
     def expired_dead_letters(self, older_than: float, *, remove: bool) -> list[tuple[str, int]]:
@@ -239,7 +239,7 @@ class Outbox:
         """
         name = parse_delivery_id(delivery_id) + SUFFIX
         with self._dirs() as (pending, dead, _tmp):
-            return _remains(pending, name, dead)
+            return remains(pending, name, dead)
 
     def dead_reason(self, delivery_id: str) -> str | None:
         """The reason a delivery was dead-lettered (`CORRUPT` if set aside), or None.
@@ -251,14 +251,14 @@ class Outbox:
         """
         name = parse_delivery_id(delivery_id) + SUFFIX
         with self._dirs() as (_pending, dead, _tmp):
-            if _exists(dead, name):
-                found = _inspect(dead, name)
+            if document_exists(dead, name):
+                found = inspect(dead, name)
                 if isinstance(found, OutboxEntry):
                     return found.last_error or "unknown"
-                if isinstance(found, _Corrupt):
-                    _set_aside(dead, name, dead, found)
+                if isinstance(found, Corrupt):
+                    set_aside(dead, name, dead, found)
             corrupt_name = name.removesuffix(SUFFIX) + CORRUPT_SUFFIX
-            return CORRUPT if _exists(dead, corrupt_name) else None
+            return CORRUPT if document_exists(dead, corrupt_name) else None
 
     def check(self, *, repair: bool = False) -> OutboxCheck:
         """Verify every pending document, and the permissions and owner of the outbox.
@@ -284,15 +284,15 @@ class Outbox:
         pending, dead = open_outbox_dirs(self.state_root, (PENDING, DEAD_LETTER))
         try:
             for name in sorted(os.listdir(pending)):
-                if not _is_document_name(name):
+                if not is_document_name(name):
                     foreign += 1
                     continue
-                found = _inspect(pending, name)
+                found = inspect(pending, name)
                 if isinstance(found, OutboxEntry):
                     valid += 1
-                elif isinstance(found, _Corrupt):
+                elif isinstance(found, Corrupt):
                     corrupt += 1
-                    if repair and _set_aside(pending, name, dead, found):
+                    if repair and set_aside(pending, name, dead, found):
                         moved += 1
         finally:
             os.close(pending)
@@ -305,131 +305,10 @@ class Outbox:
         Read only: invalid pending documents are counted here, and moved aside elsewhere.
         """
         with self._dirs() as (pending, dead, tmp):
-            entries, invalid = _load_all(pending)
+            entries, invalid = load_all(pending)
             dead_names = os.listdir(dead)
             leftovers = len(os.listdir(tmp))
         dead_count = sum(1 for n in dead_names if n.endswith(SUFFIX))
         set_aside = sum(1 for n in dead_names if n.endswith(CORRUPT_SUFFIX))
         oldest = min((e.admitted_at for e in entries), default=None)
         return OutboxStats(len(entries), oldest, dead_count, invalid, leftovers, set_aside)
-
-
-def _write(dir_fd: int, name: str, data: bytes, tmp_fd: int) -> None:
-    try:
-        atomic_write(dir_fd, name, data, tmp_fd, "outbox")
-    except (OSError, ArtifactError) as exc:
-        raise OutboxError(f"cannot write an outbox document: {exc}") from exc
-
-
-def _exists(dir_fd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _inspect(dir_fd: int, name: str) -> OutboxEntry | _Corrupt | None:
-    """The verified document `name`, `_Corrupt` when it does not verify, None when it is gone."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(name, flags, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return None  # acknowledged meanwhile
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.EACCES, errno.EPERM):
-            return _Corrupt(None)  # cannot tell (e.g. EIO, EMFILE): left where it is
-        return _Corrupt(_identity(dir_fd, name))  # a symlink, or a file we may not read
-    try:
-        info = os.fstat(fd)
-        identity = (info.st_dev, info.st_ino)
-        if not stat.S_ISREG(info.st_mode):
-            return _Corrupt(identity)
-        entry = decode_entry(read_small(fd, MAX_ENTRY_BYTES, info.st_size))
-    except ArtifactError:
-        return _Corrupt(identity)
-    except OSError:
-        return _Corrupt(None)
-    finally:
-        os.close(fd)
-    return entry if entry.delivery_id + SUFFIX == name else _Corrupt(identity)
-
-
-def _identity(dir_fd: int, name: str) -> tuple[int, int] | None:
-    try:
-        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
-
-
-def _remains(dir_fd: int, name: str, dead_fd: int) -> bool:
-    """Whether document `name` is still there after a corrupt one is moved to dead-letter."""
-    found = _inspect(dir_fd, name)
-    if isinstance(found, _Corrupt):
-        return not _set_aside(dir_fd, name, dead_fd, found)
-    return found is not None
-
-
-def _set_aside(dir_fd: int, name: str, dead_fd: int, corrupt: _Corrupt) -> bool:
-    """Move a corrupt document, whole and unread, to `dead-letter/<delivery_id>.corrupt`.
-
-    Only the file that was judged is moved: one replaced since (re-admitted) stays.
-
-    Raises:
-        OutboxError: the rename failed.
-    """
-    if corrupt.identity is None or _identity(dir_fd, name) != corrupt.identity:
-        return False
-    target = name.removesuffix(SUFFIX) + CORRUPT_SUFFIX
-    try:
-        os.rename(name, target, src_dir_fd=dir_fd, dst_dir_fd=dead_fd)
-        os.fsync(dead_fd)
-        os.fsync(dir_fd)
-    except FileNotFoundError:
-        return True  # another process moved it first
-    except OSError as exc:
-        raise OutboxError(f"cannot move a corrupt outbox document: {exc.strerror}") from exc
-    return True
-
-
-def _load_all(dir_fd: int) -> tuple[list[OutboxEntry], int]:
-    entries, invalid, _moved = _load_all_moving(dir_fd, None)
-    return entries, invalid
-
-
-def _load_all_moving(dir_fd: int, set_aside_to: int | None) -> tuple[list[OutboxEntry], int, int]:
-    """Valid entries, invalid documents left, and corrupt ones moved to `set_aside_to`."""
-    entries: list[OutboxEntry] = []
-    invalid = moved = 0
-    for name in os.listdir(dir_fd):
-        if not _is_document_name(name):
-            invalid += 1
-            continue
-        found = _inspect(dir_fd, name)
-        if isinstance(found, OutboxEntry):
-            entries.append(found)
-        elif (
-            isinstance(found, _Corrupt)
-            and set_aside_to is not None
-            and _moved(dir_fd, name, set_aside_to, found)
-        ):
-            moved += 1
-        elif found is not None:
-            invalid += 1
-    return entries, invalid, moved
-
-
-def _moved(dir_fd: int, name: str, dead_fd: int, corrupt: _Corrupt) -> bool:
-    try:
-        return _set_aside(dir_fd, name, dead_fd, corrupt)
-    except OutboxError:
-        return False  # counted as invalid; fsck reports it
-
-
-def _is_document_name(name: str) -> bool:
-    try:
-        parse_delivery_id(name.removesuffix(SUFFIX))
-    except ValueError:
-        return False
-    return name.endswith(SUFFIX)

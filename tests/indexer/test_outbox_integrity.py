@@ -10,7 +10,7 @@ import pytest
 from outbox_helpers import make_entry
 
 from indexer import Outbox
-from indexer._outbox import CORRUPT, _Corrupt, _inspect, _set_aside
+from indexer._outbox_files import CORRUPT, Corrupt, inspect, set_aside
 
 
 @pytest.fixture
@@ -165,10 +165,10 @@ def test_a_document_replaced_after_it_was_judged_is_not_moved(outbox):
     pending = os.open(_path(outbox, "pending", ""), os.O_RDONLY | os.O_DIRECTORY)
     dead = os.open(_path(outbox, "dead-letter", ""), os.O_RDONLY | os.O_DIRECTORY)
     try:
-        judged = _inspect(pending, name)
-        assert isinstance(judged, _Corrupt)
+        judged = inspect(pending, name)
+        assert isinstance(judged, Corrupt)
         outbox.update(entry)  # a valid document takes its place (atomic replace)
-        assert not _set_aside(pending, name, dead, judged)
+        assert not set_aside(pending, name, dead, judged)
     finally:
         os.close(pending)
         os.close(dead)
