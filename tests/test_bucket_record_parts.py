@@ -22,8 +22,8 @@ from conftest import PROJECT, Workspace
 
 from cards import artifact_id_for_digest
 from cards.errors import SourceChanged
-from cas._bucket import _client, _hasher
-from cas._bucket._client import ChecksumMismatch
+from cas._bucket import _body_check, _hasher
+from cas._bucket._body_check import ChecksumMismatch
 from cas._bucket._hasher import PartDigests, hash_for_upload
 from cas._bucket._publish import Publisher
 from cas._hashing import hash_fd
@@ -170,15 +170,15 @@ def _request(body: object, signed: object = None, declared: bytes = b"") -> Simp
 def test_the_body_check_hashes_the_body_itself_when_the_payload_is_unsigned():
     good = hashlib.sha256(b"abc").digest()
     stream = io.BytesIO(b"abc")
-    _client._check_body(_request(stream, b"UNSIGNED-PAYLOAD", good))  # type: ignore[arg-type]
+    _body_check.check_body(_request(stream, b"UNSIGNED-PAYLOAD", good))  # type: ignore[arg-type]
     assert stream.tell() == 0  # left where the sender starts
-    _client._check_body(_request(b"abc", None, good))  # type: ignore[arg-type]
-    _client._check_body(_request(b"zzz", good.hex(), good))  # type: ignore[arg-type]  # signed
+    _body_check.check_body(_request(b"abc", None, good))  # type: ignore[arg-type]
+    _body_check.check_body(_request(b"zzz", good.hex(), good))  # type: ignore[arg-type]  # signed
     for request in (
         _request(io.BytesIO(b"abd"), "UNSIGNED-PAYLOAD", good),
         _request(b"abc", "0" * 64, good),  # the signer hashed other bytes
         _request(bytearray(b"abd"), "z" * 64, good),  # not hex: hashed here
     ):
         with pytest.raises(ChecksumMismatch):
-            _client._check_body(request)  # type: ignore[arg-type]
-    _client._check_body(SimpleNamespace(headers={}, body=b"x"))  # type: ignore[arg-type]
+            _body_check.check_body(request)  # type: ignore[arg-type]
+    _body_check.check_body(SimpleNamespace(headers={}, body=b"x"))  # type: ignore[arg-type]

@@ -14,22 +14,24 @@ carries its own checksum), so it costs no second hash.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
-import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from cards.errors import ObjectMissing, StoreIOError
+from cas._bucket._body_check import (
+    BODY_CHECKED,
+    UNCHECKED,
+    check_body,
+    checksum_header,
+)
 from cas._bucket._settings import BucketSettings
 
 if TYPE_CHECKING:
     from boto3.session import Session
-    from botocore.awsrequest import AWSPreparedRequest
     from botocore.client import BaseClient
 
 SHA256_META = "artmem-sha256"  # the object's SHA-256, set when it is published
@@ -39,17 +41,8 @@ _DENIED = frozenset(
 )
 
 
-_DECLARED = "x-amz-checksum-sha256"
-_SIGNED = "X-Amz-Content-SHA256"  # the payload hash SigV4 signed, when it signs the payload
-_BODY_CHECKED = ("before-send.s3.PutObject", "before-send.s3.UploadPart")
-
-
 class Conflict(Exception):
     """A conditional write lost: the key exists (`If-None-Match`) or changed (`If-Match`)."""
-
-
-class ChecksumMismatch(Exception):
-    """A body about to be sent is not the bytes whose SHA-256 it declares (nothing was sent)."""
 
 
 class Unsupported(Exception):
@@ -67,7 +60,6 @@ class RangeNotSatisfiable(StoreIOError):
 _DIGEST_CODES = frozenset(
     {"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch", "XAmzContentSHA256Mismatch"}
 )
-_UNCHECKED = threading.local()  # the capability probe sends one wrong checksum on purpose
 
 
 class Head(msgspec.Struct, frozen=True):
@@ -106,44 +98,6 @@ def _make(settings: BucketSettings, session: Session) -> BaseClient:
     return session.client(
         "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=config
     )
-
-
-def _check_body(request: AWSPreparedRequest, **_: object) -> None:
-    """Refuse to send a body that differs from the SHA-256 it declares (a `before-send` hook)."""
-    declared = request.headers.get(_DECLARED)
-    if declared is None or getattr(_UNCHECKED, "on", False):
-        return
-    digest = _signed_digest(request.headers.get(_SIGNED)) or _body_sha256(request.body)
-    if digest != base64.b64decode(declared):
-        raise ChecksumMismatch("a body differs from the SHA-256 it declares")
-
-
-def _signed_digest(value: str | bytes | None) -> bytes | None:
-    """The signer's hex payload hash, or None (unsigned payload, or no header)."""
-    if isinstance(value, bytes):
-        value = value.decode("ascii", "replace")
-    if value is None or len(value) != 64:
-        return None
-    try:
-        return bytes.fromhex(value)
-    except ValueError:
-        return None
-
-
-def _body_sha256(body: object) -> bytes:
-    if isinstance(body, bytes | bytearray | memoryview):
-        return hashlib.sha256(body).digest()
-    stream = cast(BinaryIO, body)  # the SDK wraps bytes in a seekable stream
-    position = stream.tell()
-    digest = hashlib.sha256()
-    while block := stream.read(1 << 20):
-        digest.update(block)
-    stream.seek(position)
-    return digest.digest()
-
-
-def _checksum(digest: bytes) -> str:
-    return base64.b64encode(digest).decode("ascii")
 
 
 @contextlib.contextmanager
@@ -195,8 +149,8 @@ class BucketClient:
         with _errors("connect"):
             self._session = session or _session()
             self._s3 = _make(settings, self._session)
-        for event in _BODY_CHECKED:
-            self._s3.meta.events.register(event, _check_body)
+        for event in BODY_CHECKED:
+            self._s3.meta.events.register(event, check_body)
 
     def __reduce__(self) -> tuple[object, ...]:
         """Pickled for a slice's reading helper: a client of the same bucket, made there."""
@@ -265,7 +219,7 @@ class BucketClient:
         """
         extra: dict[str, Any] = {}
         if checksum is not None:
-            extra["ChecksumSHA256"] = _checksum(checksum)
+            extra["ChecksumSHA256"] = checksum_header(checksum)
         if create:
             extra["IfNoneMatch"] = "*"
         if if_match is not None:
@@ -279,11 +233,11 @@ class BucketClient:
     @contextlib.contextmanager
     def unchecked(self) -> Iterator[None]:
         """Send declared checksums unproven in this thread (the capability probe only)."""
-        _UNCHECKED.on = True
+        UNCHECKED.on = True
         try:
             yield
         finally:
-            _UNCHECKED.on = False
+            UNCHECKED.on = False
 
     def listing(self, prefix: str) -> Iterator[Head]:
         """Every key below `prefix`, in key order (paginated)."""
@@ -322,7 +276,7 @@ class BucketClient:
         Raises:
             ChecksumMismatch: the body is not `checksum`'s. StoreIOError: the bucket failed.
         """
-        extra = {"ChecksumSHA256": _checksum(checksum)} if checksum is not None else {}
+        extra = {"ChecksumSHA256": checksum_header(checksum)} if checksum is not None else {}
         with _errors("upload part"):
             reply = self._s3.upload_part(
                 Bucket=self.bucket,
@@ -357,7 +311,7 @@ class BucketClient:
             {"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, start=1)
         ]
         for part, digest in zip(parts, checksums, strict=False):
-            part["ChecksumSHA256"] = _checksum(digest)
+            part["ChecksumSHA256"] = checksum_header(digest)
         extra = {"IfNoneMatch": "*"} if create else {}
         with _errors("complete upload"):
             reply = self._s3.complete_multipart_upload(

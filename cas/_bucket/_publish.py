@@ -54,7 +54,8 @@ import xxhash
 import fsedge as _fs
 from cards import ArtifactId
 from cards.errors import IntegrityError, ObjectMissing, SourceChanged, StoreIOError
-from cas._bucket._client import BucketClient, ChecksumMismatch, Conflict, Unsupported
+from cas._bucket._body_check import ChecksumMismatch
+from cas._bucket._client import BucketClient, Conflict, Unsupported
 from cas._bucket._hasher import PartDigests
 from cas._bucket._keys import BucketKeys
 from cas._bucket._probe import Capabilities
