@@ -361,6 +361,9 @@ def _reference_bm25(cards: list[ExperimentCardV1], query: str) -> dict[str, floa
     return scores
 
 
+F32_REL = 1e-5  # a few float32 roundings of BM25's terms and sums
+
+
 @given(st.data(), card_sets(), st.integers(min_value=1, max_value=4))
 def test_lexical_ranking_equals_plain_bm25_over_every_card(
     data: st.DataObject, cards: list[ExperimentCardV1], limit: int
@@ -372,9 +375,12 @@ def test_lexical_ranking_equals_plain_bm25_over_every_card(
     exact = set(ids(hits)) - set(ids(lexical))
     expected = sorted((s for k, s in reference.items() if k not in exact), reverse=True)
     top = max(reference.values(), default=1.0)
-    assert [h.score for h in lexical] == pytest.approx([s / top for s in expected[: len(lexical)]])
+    # tantivy scores in 32-bit floats (about 7 significant digits); the reference in 64-bit.
+    assert [h.score for h in lexical] == pytest.approx(
+        [s / top for s in expected[: len(lexical)]], rel=F32_REL
+    )
     for hit in lexical:
-        assert hit.score == pytest.approx(reference[hit.card.experiment_id] / top)
+        assert hit.score == pytest.approx(reference[hit.card.experiment_id] / top, rel=F32_REL)
 
 
 @given(card_sets(), card_sets(), st.randoms(use_true_random=False))
