@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cards import ExperimentCardV1, InvalidInput, UnknownParent, excerpt
-from cards.lineage import Ancestry, ancestry, children_of, derived_freshness, descendants
+from cards.lineage import (
+    Ancestry,
+    DerivedVerdict,
+    ancestry,
+    children_of,
+    derived_freshness,
+    descendants,
+)
 from cas import Store
 from harness_plugin import _shortids
 from harness_plugin._views import iso, printable
@@ -45,24 +52,33 @@ def ancestors_of(store: Store, card: ExperimentCardV1) -> Ancestry:
     return ancestry(card, store.load_cards)
 
 
+def lineage_verdict(
+    store: Store, card: ExperimentCardV1, current: str | None
+) -> DerivedVerdict | None:
+    """`card`'s freshness made the worst over its ancestry, or None when nothing is carried.
+
+    A card without parents, or a call without a current source version, costs no read.
+    """
+    if not card.derived_from or current is None:
+        return None
+    return derived_freshness(card, ancestors_of(store, card), current)
+
+
 def carry_freshness(
     view: dict[str, object], store: Store, card: ExperimentCardV1, current: str | None
 ) -> dict[str, object]:
-    """A resolve or show `view` with its freshness made the worst over `card`'s ancestry.
+    """A `show` view with its freshness made the worst over `card`'s ancestry.
 
-    Adds `derived_from` and `stale_ancestors` (the ancestors that made the verdict worse); a
-    card without parents costs no read.
+    Adds `derived_from` and `stale_ancestors` (the ancestors that made the verdict worse), as
+    `_views.resolve_result` does for a resolve.
     """
+    verdict = lineage_verdict(store, card, current)
     view["derived_from"] = list(card.derived_from)
-    view["stale_ancestors"] = []
-    if not card.derived_from or current is None:
-        return view
-    verdict = derived_freshness(card, ancestors_of(store, card), current)
-    view["freshness"] = str(verdict.freshness)
-    view["stale_ancestors"] = list(verdict.culprits)
-    warnings = view.get("warnings")
-    if isinstance(warnings, list):
-        warnings.extend(verdict.warnings)
+    view["stale_ancestors"] = [] if verdict is None else list(verdict.culprits)
+    if verdict is not None:
+        view["freshness"] = str(verdict.freshness)
+        warnings = view.get("warnings")
+        view["warnings"] = [*(warnings if isinstance(warnings, list) else ()), *verdict.warnings]
     return view
 
 

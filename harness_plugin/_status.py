@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from cards.errors import ArtifactError
+from cards.results import StatusResult
 from cas import LocalCatalog
 from fsedge import read_small
 from harness_plugin import _views
@@ -18,7 +20,7 @@ from harness_plugin._stores import build_store
 from harness_plugin.config import Config
 
 
-def status_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]:
+def status_view(config: Config, environ: Mapping[str, str]) -> StatusResult:
     """Counts per project key, the outbox and the worker; works even with Honcho unreachable.
 
     Card counts come from each project's persisted catalog, which parses only card files that
@@ -40,26 +42,27 @@ def status_view(config: Config, environ: Mapping[str, str]) -> dict[str, object]
             }
         )
     limits = config.effective_limits
-    view: dict[str, object] = {
-        "integrity": str(config.integrity),
+    capabilities: dict[str, object] | UnsetType = UNSET
+    probe = getattr(store, "capabilities", None) if config.projects else None
+    if probe is not None:  # a bucket: what its service does (probed once, then remembered)
+        try:
+            capabilities = probe().view()
+        except ArtifactError as exc:  # e.g. credentials that may read only: probing writes
+            capabilities = {"unknown": str(exc.code)}
+    return StatusResult(
+        integrity=str(config.integrity),
         # The backend only: tools return this view too, and a bucket's name is the operator's.
-        "storage": config.storage.backend,
-        "honcho": _honcho_view(config, environ),
-        "limits": {
+        storage=config.storage.backend,
+        honcho=_honcho_view(config, environ),
+        limits={
             "artifact_bytes": limits.artifact_bytes,
             "project_bytes": limits.project_bytes,
             "cards_per_project": limits.cards_per_project,
         },
-        "projects": projects,
-        "retention": config.retention.view(),
-    }
-    probe = getattr(store, "capabilities", None) if config.projects else None
-    if probe is not None:  # a bucket: what its service does (probed once, then remembered)
-        try:
-            view["bucket_capabilities"] = probe().view()
-        except ArtifactError as exc:  # e.g. credentials that may read only: probing writes
-            view["bucket_capabilities"] = {"unknown": str(exc.code)}
-    return view
+        projects=projects,
+        retention=config.retention.view(),
+        bucket_capabilities=capabilities,
+    )
 
 
 def _capability_line(caps: Mapping[str, object]) -> str:
@@ -145,7 +148,7 @@ def _search_mode(state_root: str) -> str:
 
 
 def status_lines(
-    view: dict[str, object],
+    view: StatusResult,
     names: Mapping[str, str] | None = None,
     *,
     terminal: bool = False,
@@ -155,13 +158,10 @@ def status_lines(
     `names` maps project keys to the configured project ids, which the operator may see (the
     JSON view, which tools also return, has keys only).
     """
-    honcho = view["honcho"]
-    projects = view["projects"]
-    assert isinstance(honcho, dict) and isinstance(projects, list)
-    lines = [f"integrity {view['integrity']}, storage {view['storage']}"]
-    caps = view.get("bucket_capabilities")
-    if isinstance(caps, dict):
-        lines.append(_capability_line(caps))
+    honcho = view.honcho
+    lines = [f"integrity {view.integrity}, storage {view.storage}"]
+    if view.bucket_capabilities is not UNSET:
+        lines.append(_capability_line(view.bucket_capabilities))
     if honcho["enabled"]:
         outbox = honcho["outbox"]
         assert isinstance(outbox, dict)
@@ -175,15 +175,15 @@ def status_lines(
             lines.append("  warning: the Honcho API key variable is unset")
     else:
         lines.append("honcho off")
-    retention = view.get("retention")
-    if isinstance(retention, dict):
+    retention = view.retention
+    if retention:
         lines.append(
             f"retention: gc keeps objects younger than {retention['grace_hours']} h, quarantine "
             f"{retention['quarantine_days']} d, dead letters {retention['dead_letter_days']} d; "
             f"unattended gc {'allowed' if retention['unattended'] else 'refused'}"
         )
     rows = []
-    for project in projects:
+    for project in view.projects:
         states = project["index_states"]
         key = str(project["project_key"])
         rows.append(
@@ -199,6 +199,6 @@ def status_lines(
         )
     headers = ["project", "key", "cards", "index states", "objects", "size", "unreadable"]
     lines += ["", *table_lines(headers, rows, terminal=terminal)]
-    if any(project["invalid_cards"] for project in projects):
+    if any(project["invalid_cards"] for project in view.projects):
         lines.append("unreadable cards: run `artmem fsck`")
     return lines

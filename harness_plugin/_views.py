@@ -1,15 +1,25 @@
-"""How results look: bounded JSON payloads for scripts, and lines for people."""
+"""How results look: `cards.results` structs built from store values, and lines for people.
+
+The CLI prints these structs with `--json`, the worker sends them as the tools' results: one
+definition for both, and the CLI loads no pydantic.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from cards.policy import UNTRUSTED, HitSource
+import msgspec
+
+from cards.policy import HitSource
+from cards.results import ArtifactView, CardView, RecordResult, ResolveResult, SearchHit
 
 if TYPE_CHECKING:
     from cards import ExperimentCardV1, IndexState
-    from cas import FsckReport, Recorded, Resolved, SearchHit
+    from cards.lineage import DerivedVerdict
+    from cas import FsckReport, Recorded, Resolved
+    from cas import SearchHit as CatalogHit
     from harness_plugin._runtime import SyncReport
     from indexer import OutboxStats
 
@@ -20,71 +30,64 @@ UNAVAILABLE_HINT = (
 )
 
 
-def card_view(card: ExperimentCardV1) -> dict[str, object]:
+def card_view(card: ExperimentCardV1) -> CardView:
     """The display fields of a card (card text is untrusted data, shown as data).
 
-    The views are JSON-ready dicts in the shapes of `cards.wire` (`CardView` here), which the
-    tools validate them against; the CLI prints them as they are, without loading pydantic.
+    Every field of `CardView` is the card's field of the same name.
     """
-    return {
-        "title": card.title,
-        "summary": card.summary,
-        "source": card.source,
-        "source_version": card.source_version,
-        "tags": list(card.tags),
-        "columns": list(card.columns),
-        "shape": None if card.shape is None else list(card.shape),
-        "created_at": iso(card.created_at),
-        "updated_at": iso(card.updated_at),
-        "trust": UNTRUSTED,
-    }
+    return msgspec.convert(card, CardView, from_attributes=True)
 
 
-def artifact_view(card: ExperimentCardV1) -> dict[str, object]:
-    """The artifact reference of a card, with its chunk manifest's digest (`wire.ArtifactView`)."""
-    return {
-        "artifact_id": card.artifact.artifact_id,
-        "sha256": card.artifact.sha256,
-        "bytes": card.artifact.bytes,
-        "media_type": card.artifact.media_type,
-        "created_at": iso(card.artifact.created_at),
-        "chunk_manifest_sha256": card.chunk_manifest_sha256,
-    }
+def artifact_view(card: ExperimentCardV1) -> ArtifactView:
+    """The artifact reference of a card, with its chunk manifest's digest."""
+    artifact = card.artifact
+    return ArtifactView(
+        artifact_id=artifact.artifact_id,
+        sha256=artifact.sha256,
+        bytes=artifact.bytes,
+        media_type=artifact.media_type,
+        created_at=artifact.created_at,
+        chunk_manifest_sha256=card.chunk_manifest_sha256,
+    )
 
 
 def record_result(
     recorded: Recorded, *, honcho_queued: bool, state: IndexState | None = None
-) -> dict[str, object]:
+) -> RecordResult:
     """What `record` reports (Honcho spec §31.2): local durability apart from remote queueing."""
     card = recorded.card
-    return {
-        "experiment_id": card.experiment_id,
-        "artifact_id": card.artifact.artifact_id,
-        "sha256": card.artifact.sha256,
-        "bytes": card.artifact.bytes,
-        "deduplicated": recorded.deduplicated,
-        "local_saved": True,
-        "honcho_queued": honcho_queued,
-        "index_state": str(state or card.index.state),
-        "warnings": list(recorded.warnings),
-        "changed": list(recorded.changed),
-    }
+    return RecordResult(
+        experiment_id=card.experiment_id,
+        artifact_id=card.artifact.artifact_id,
+        sha256=card.artifact.sha256,
+        bytes=card.artifact.bytes,
+        deduplicated=recorded.deduplicated,
+        local_saved=True,
+        honcho_queued=honcho_queued,
+        index_state=state or card.index.state,
+        warnings=list(recorded.warnings),
+        changed=list(recorded.changed),
+    )
 
 
-def resolve_result(resolved: Resolved) -> dict[str, object]:
-    """What `resolve` reports (Honcho spec §31.3): the path only after verification."""
-    return {
-        "experiment_id": resolved.card.experiment_id,
-        "path": resolved.path,
-        "chunk_manifest_path": resolved.manifest_path,
-        "artifact": artifact_view(resolved.card),
-        "card": card_view(resolved.card),
-        "freshness": str(resolved.freshness),
-        "verified_at": iso(resolved.verified_at),
-        "warnings": list(resolved.warnings),
-        "derived_from": list(resolved.card.derived_from),
-        "stale_ancestors": [],  # filled by `_lineage.carry_freshness`
-    }
+def resolve_result(resolved: Resolved, lineage: DerivedVerdict | None = None) -> ResolveResult:
+    """What `resolve` reports (Honcho spec §31.3): the path only after verification.
+
+    `lineage` is the freshness carried down the card's ancestry, when it has parents.
+    """
+    card = resolved.card
+    return ResolveResult(
+        experiment_id=card.experiment_id,
+        path=resolved.path,
+        chunk_manifest_path=resolved.manifest_path,
+        artifact=artifact_view(card),
+        card=card_view(card),
+        freshness=resolved.freshness if lineage is None else lineage.freshness,
+        verified_at=resolved.verified_at,
+        warnings=[*resolved.warnings, *(lineage.warnings if lineage else ())],
+        derived_from=list(card.derived_from),
+        stale_ancestors=list(lineage.culprits) if lineage else [],
+    )
 
 
 def search_hit(
@@ -97,30 +100,28 @@ def search_hit(
     source: HitSource,
     available_locally: bool,
     remote_text: str | None = None,
-) -> dict[str, object]:
-    """One search hit (`wire.SearchHit`): a local card when there is one, else Honcho's text."""
+) -> SearchHit:
+    """One search hit: a local card when there is one, else Honcho's text."""
     summary = card.summary if card is not None else remote_text
-    return {
-        "kind": "experiment-card",
-        "experiment_id": experiment_id,
-        "artifact_id": artifact_id,
-        "title": card.title if card is not None else None,
-        "summary": None if summary is None else _preview(summary),
-        "source": card.source if card is not None else None,
-        "source_version": card.source_version if card is not None else None,
-        "tags": list(card.tags) if card is not None else [],
-        "score": round(score, 4),
-        "exact": list(exact),
-        "origin": str(source),
-        "trust": UNTRUSTED,
-        "index_state": str(card.index.state) if card is not None else "unknown",
-        "available_locally": available_locally,
-        "created_at": iso(card.created_at) if card is not None else None,
-        "updated_at": iso(card.updated_at) if card is not None else None,
-    }
+    return SearchHit(
+        experiment_id=experiment_id,
+        artifact_id=artifact_id,
+        title=card.title if card is not None else None,
+        summary=None if summary is None else _preview(summary),
+        source=card.source if card is not None else None,
+        source_version=card.source_version if card is not None else None,
+        tags=list(card.tags) if card is not None else [],
+        score=round(score, 4),
+        exact=list(exact),
+        origin=source,
+        index_state=str(card.index.state) if card is not None else "unknown",
+        available_locally=available_locally,
+        created_at=card.created_at if card is not None else None,
+        updated_at=card.updated_at if card is not None else None,
+    )
 
 
-def local_hit(hit: SearchHit, *, available_locally: bool = True) -> dict[str, object]:
+def local_hit(hit: CatalogHit, *, available_locally: bool = True) -> SearchHit:
     """A hit of the local catalog; the caller says whether its object is present."""
     card = hit.card
     return search_hit(
@@ -155,50 +156,45 @@ def fsck_view(report: FsckReport) -> dict[str, object]:
     }
 
 
-def record_lines(view: dict[str, object]) -> list[str]:
+def record_lines(view: RecordResult) -> list[str]:
     """`record` for a person."""
-    verb = "already stored (deduplicated)" if view["deduplicated"] else "stored"
+    verb = "already stored (deduplicated)" if view.deduplicated else "stored"
     lines = [
-        f"recorded {view['experiment_id']}",
-        f"  artifact  {view['artifact_id']}  {human_size(int(str(view['bytes'])))}, {verb}",
-        f"  index     {view['index_state']} (honcho queued: {_yes(view['honcho_queued'])})",
+        f"recorded {view.experiment_id}",
+        f"  artifact  {view.artifact_id}  {human_size(view.bytes)}, {verb}",
+        f"  index     {view.index_state} (honcho queued: {_yes(view.honcho_queued)})",
     ]
-    changed = view.get("changed")
-    if isinstance(changed, list) and changed:
-        lines.append(f"  updated   {', '.join(map(str, changed))}")
-    return lines + _warnings(view)
+    if view.changed:
+        lines.append(f"  updated   {', '.join(view.changed)}")
+    return lines + _warnings(view.warnings)
 
 
-def resolve_lines(view: dict[str, object]) -> list[str]:
+def resolve_lines(view: ResolveResult) -> list[str]:
     """`resolve` for a person."""
-    card = view["card"]
-    artifact = view["artifact"]
-    assert isinstance(card, dict) and isinstance(artifact, dict)
+    card, artifact = view.card, view.artifact
     lines = [
-        f"{card['title']}",
-        f"  experiment  {view['experiment_id']}",
-        f"  path        {view['path']}",
-        f"  bytes       {human_size(int(artifact['bytes']))} (size and SHA-256 verified)",
-        f"  sha256      {artifact['sha256']}",
-        f"  source      {card['source']} @ {card['source_version']}",
-        f"  freshness   {view['freshness']}",
+        f"{card.title}",
+        f"  experiment  {view.experiment_id}",
+        f"  path        {view.path}",
+        f"  bytes       {human_size(artifact.bytes)} (size and SHA-256 verified)",
+        f"  sha256      {artifact.sha256}",
+        f"  source      {card.source} @ {card.source_version}",
+        f"  freshness   {view.freshness}",
     ]
-    return lines + _warnings(view)
+    return lines + _warnings(view.warnings)
 
 
-def search_lines(hits: list[dict[str, object]], skipped: int) -> list[str]:
+def search_lines(hits: list[SearchHit], skipped: int) -> list[str]:
     """`search` for a person; card text is quoted as data."""
     if not hits:
         lines = ["no matching experiment cards"]
     else:
         lines = []
         for n, hit in enumerate(hits, 1):
-            exact = hit["exact"]
-            assert isinstance(exact, list)
-            how = "exact: " + ", ".join(map(str, exact)) if exact else "lexical"
-            lines.append(f"{n:>2}. {hit['title']!r}  [{how}, score {hit['score']}]")
-            lines.append(f"    {hit['experiment_id']}  {hit['source']} @ {hit['source_version']}")
-            if not hit["available_locally"]:
+            how = "exact: " + ", ".join(hit.exact) if hit.exact else "lexical"
+            lines.append(f"{n:>2}. {hit.title!r}  [{how}, score {hit.score}]")
+            lines.append(f"    {hit.experiment_id}  {hit.source} @ {hit.source_version}")
+            if not hit.available_locally:
                 lines.append(f"    not available locally: {UNAVAILABLE_HINT}")
     if skipped:
         lines.append(f"({skipped} unreadable cards were skipped; run `artmem fsck`)")
@@ -251,9 +247,7 @@ def fsck_lines(view: dict[str, object]) -> list[str]:
     return lines
 
 
-def _warnings(view: dict[str, object]) -> list[str]:
-    warnings = view.get("warnings")
-    assert isinstance(warnings, list)
+def _warnings(warnings: Sequence[str]) -> list[str]:
     return [f"  warning: {w}" for w in warnings]
 
 

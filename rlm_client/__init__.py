@@ -2,7 +2,7 @@
 
 Every host operation goes through `dsh_tools.call`; this package holds no credential, names no
 scope, and loads nothing that writes the store, the outbox or talks to Honcho. Results are the
-host's wire models (`cards.wire`); every failure is an `ArtifactError` (also exported as
+host's result structs (`cards.results`); every failure is an `ArtifactError` (also exported as
 `ClientError`), whose `code` is the host's stable code when the host refused.
 
     path = rlm_client.export_table(table, "treatment-response")
@@ -14,7 +14,7 @@ host's wire models (`cards.wire`); every failure is an `ArtifactError` (also exp
 """
 
 from cards.errors import ArtifactError, ToolFailed
-from cards.wire import RecordResult, ResolveResult, SearchHit
+from cards.results import RecordResult, ResolveResult, SearchHit
 from rlm_client._client import record, resolve, search, use_bridge
 from rlm_client._export import export_table, exports_dir
 from rlm_client._slice import read_slice

@@ -1,8 +1,8 @@
 """Memory tools from inside a kernel: typed wrappers over `dsh_tools.call`.
 
 The host attaches the caller (session, project, call ids) itself; nothing here names a scope,
-reads a credential, or talks to Honcho or the store. Replies are parsed with the same wire models
-the host builds them with (`cards.wire`). A failing tool comes back from the bridge as a dict,
+reads a credential, or talks to Honcho or the store. Replies are decoded into the same structs
+the host builds them as (`cards.results`). A failing tool comes back from the bridge as a dict,
 which becomes a `ToolFailed` carrying the host's error code.
 """
 
@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from os import PathLike
 from typing import Any, Protocol, TypeVar, cast
 
-from pydantic import BaseModel, ValidationError
+import msgspec
 
 from cards.errors import BadReply, NoToolBridge, ToolFailed
-from cards.wire import RecordResult, ResolveResult, SearchHit, SearchResult
+from cards.results import RecordResult, ResolveResult, Result, SearchHit, SearchResult
 
-_Result = TypeVar("_Result", bound=BaseModel)
+_Result = TypeVar("_Result", bound=Result)
 
 
 class ToolBridge(Protocol):
@@ -64,8 +64,8 @@ async def _call(name: str, arguments: dict[str, Any], result: type[_Result]) -> 
             retryable=bool(info.get("retryable", False)),
         )
     try:
-        return result.model_validate(reply.get("value"))
-    except ValidationError as exc:
+        return msgspec.convert(reply.get("value"), result)
+    except msgspec.ValidationError as exc:
         raise BadReply(f"the {name} result does not match its schema") from exc
 
 

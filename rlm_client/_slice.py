@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cards.wire import ResolveResult
+from cards.results import ResolveResult
 from cas.slicing import SliceRequest, SliceResult, SliceSource
 from cas.slicing import read_slice as _read_slice
 

@@ -176,5 +176,5 @@ def test_status_says_when_the_bucket_could_not_be_probed(
     config, _ = write_config(tmp_path, _storage(s3_endpoint, bucket))
     monkeypatch.setattr(BucketStore, "capabilities", denied)
     view = status_view(load_config(str(config)), {})
-    assert view["bucket_capabilities"] == {"unknown": "cas.io"}
+    assert view.bucket_capabilities == {"unknown": "cas.io"}
     assert "bucket: capabilities unknown (cas.io)" in "\n".join(status_lines(view))

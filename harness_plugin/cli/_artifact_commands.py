@@ -13,7 +13,13 @@ import sys
 from cards import InvalidInput, SourceMissing, excerpt, parse_session_id
 from cas import Provenance
 from harness_plugin import _shortids, _views
-from harness_plugin._lineage import carry_freshness, check_parents, lineage_lines, lineage_view
+from harness_plugin._lineage import (
+    carry_freshness,
+    check_parents,
+    lineage_lines,
+    lineage_verdict,
+    lineage_view,
+)
 from harness_plugin._progress import progress_for
 from harness_plugin.cli._command import Outcome, start
 
@@ -64,8 +70,8 @@ def resolve(args: argparse.Namespace) -> Outcome:
     finally:
         if bar is not None:
             bar.close()
-    view = _views.resolve_result(resolved)
-    carry_freshness(view, store, resolved.card, args.current_source_version)
+    verdict = lineage_verdict(store, resolved.card, args.current_source_version)
+    view = _views.resolve_result(resolved, verdict)
     return Outcome(view, _views.resolve_lines(view))
 
 
@@ -127,7 +133,7 @@ def search(args: argparse.Namespace) -> Outcome:
         _views.local_hit(hit, available_locally=store.has_object(hit.card.artifact.artifact_id))
         for hit in catalog.search(args.query, limit)
     ]
-    view: dict[str, object] = {"hits": hits, "skipped_cards": catalog.skipped}
+    view = {"hits": hits, "skipped_cards": catalog.skipped}
     return Outcome(view, _views.search_lines(hits, catalog.skipped))
 
 

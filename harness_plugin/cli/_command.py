@@ -17,9 +17,12 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 class Outcome(msgspec.Struct, frozen=True):
-    """A command's result: a JSON view for scripts, lines for people, and an exit status."""
+    """A command's result: a JSON view for scripts, lines for people, and an exit status.
 
-    view: dict[str, object]
+    `view` is what `--json` prints (by `msgspec.json`): a dict, or a `cards.results` struct.
+    """
+
+    view: object
     lines: list[str]
     status: int = EXIT_OK
     silent: bool = False  # the command owned stdout itself (serve)

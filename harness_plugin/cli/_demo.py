@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+import msgspec
+
 from cards import Freshness, parse_metadata, parse_session_id
 from cas import Catalog, Provenance, Store
 from harness_plugin import _views
@@ -85,7 +87,7 @@ def _run(
             if bar is not None:
                 bar.close()
         view = _views.record_result(recorded, honcho_queued=False)
-        steps.append({"step": f"record-{attempt}", **view})
+        steps.append({"step": f"record-{attempt}", **msgspec.to_builtins(view)})
         say(
             "\n2. Recorded it: streamed, hashed, published read-only, card written"
             if attempt == 1
@@ -110,13 +112,15 @@ def _run(
 
     for label, current in (("5", SNAPSHOT), ("6", "warehouse-snapshot-2026-12-01")):
         resolved = store.resolve(experiment, current)
-        view = _views.resolve_result(resolved)
-        steps.append({"step": "resolve", "hashed": resolved.hashed, **view})
+        resolve_view = _views.resolve_result(resolved)
+        steps.append(
+            {"step": "resolve", "hashed": resolved.hashed, **msgspec.to_builtins(resolve_view)}
+        )
         how = "hashed all bytes" if resolved.hashed else "verification cache hit"
         fresh = resolved.freshness is Freshness.FRESH
         say(f"\n{label}. Resolved it against source version {current!r} ({how}):")
         say(_command(f"artmem resolve {experiment[:12]} --current-source-version {current}"))
-        say("\n".join(_views.resolve_lines(view)))
+        say("\n".join(_views.resolve_lines(resolve_view)))
         if not fresh:
             say("   a stale result still resolves, for historical comparison, with a warning")
 

@@ -31,6 +31,7 @@ from cards import (
     freshness_verdict,
 )
 from cards.errors import LimitExceeded
+from cards.results import ArtifactView, CardView
 from cas import Located, Store
 from cas.slicing import (
     ExportResult,
@@ -114,14 +115,14 @@ def show_lines(view: dict[str, object]) -> list[str]:
 
 def _show_lines(view: dict[str, object]) -> list[str]:
     card, artifact, table = view["card"], view["artifact"], view["table"]
-    assert isinstance(card, dict) and isinstance(artifact, dict)
+    assert isinstance(card, CardView) and isinstance(artifact, ArtifactView)
     lines = [
-        f"{card['title']}",
+        f"{card.title}",
         f"  experiment  {view['experiment_id']}",
-        f"  summary     {card['summary']}",
-        f"  source      {card['source']} @ {card['source_version']}",
+        f"  summary     {card.summary}",
+        f"  source      {card.source} @ {card.source_version}",
         f"  freshness   {view['freshness']}",
-        f"  artifact    {artifact['media_type']}, {_views.human_size(int(artifact['bytes']))}",
+        f"  artifact    {artifact.media_type}, {_views.human_size(artifact.bytes)}",
     ]
     lines += [f"  warning: {w}" for w in view["warnings"]]  # type: ignore[attr-defined]
     if not view.get("available_locally", True):

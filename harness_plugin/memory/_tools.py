@@ -32,6 +32,7 @@ from cards import (
     OutboxError,
     ProjectMismatch,
     UnknownProject,
+    results,
     wire_memory,
 )
 from cards.redaction import outbound_query
@@ -154,19 +155,19 @@ class ConversationMemory:
             return {"inject": None, "reason": reason}
         return {"inject": injection.to_dict(), "reason": None}
 
-    def recall_tool(self, cwd: str, args: wire_memory.RecallArgs) -> wire_memory.RecallResult:
+    def recall_tool(self, cwd: str, args: wire_memory.RecallArgs) -> results.RecallResult:
         """`memory_recall`: a bounded answer from the person's context and project memory."""
         project = self.runtime.config.project_for(cwd)
         try:
             context, hits = self.recall.reads(project, args.question)
         except RecallFailed as exc:
-            return wire_memory.RecallResult(status="unavailable", reason=exc.reason)
+            return results.RecallResult(status="unavailable", reason=exc.reason)
         recalled = self.recall.bound_items(context, hits)
         replaced = superseded_ids(hits)
         limit = self.runtime.config.recall.max_item_chars
         items = [_item(hit, limit, hit.message_id in replaced) for hit in hits]
         answer = self._dialectic(args.question) if self.runtime.config.recall.dialectic else None
-        return wire_memory.RecallResult(
+        return results.RecallResult(
             status="ok",
             global_context=list(recalled.global_items),
             project=[item for item in items if item.text],
@@ -184,7 +185,7 @@ class ConversationMemory:
         *,
         kind: str,
         extra: dict[str, str],
-    ) -> wire_memory.NoteResult:
+    ) -> results.NoteResult:
         """`memory_record` (`kind` note) and `memory_correct` (`kind` correction).
 
         Raises:
@@ -205,13 +206,11 @@ class ConversationMemory:
         said = [Said("user", latest.seq, content)]
         built = self._build(who, latest.turn or 0, said, kind=kind, extra=extra)
         if isinstance(built, Skip):
-            return wire_memory.NoteResult(recorded=False, reason=str(built))
+            return results.NoteResult(recorded=False, reason=str(built))
         if not self._admit(built):
-            return wire_memory.NoteResult(recorded=False, reason="capture.outbox_unavailable")
+            return results.NoteResult(recorded=False, reason="capture.outbox_unavailable")
         self.count(f"memory.{kind}")
-        return wire_memory.NoteResult(
-            recorded=True, delivery_id=built.entry.delivery_id, queued=True
-        )
+        return results.NoteResult(recorded=True, delivery_id=built.entry.delivery_id, queued=True)
 
     def _consented(self, session_id: str, content: str) -> UserMessage:
         """The person's latest message, in which `content` is their own plain statement.
@@ -227,7 +226,7 @@ class ConversationMemory:
             raise ConsentRefused(_REFUSALS[refusal])
         return latest
 
-    def search(self, cwd: str, query: str, limit: int) -> list[wire_memory.RecalledItem]:
+    def search(self, cwd: str, query: str, limit: int) -> list[results.RecalledItem]:
         """Project-scoped conversational hits for `memory_search` (empty on any failure)."""
         project = self.runtime.config.project_for(cwd)
         outbound = outbound_query(query, self.runtime.config.recall.max_query_chars)
@@ -370,9 +369,9 @@ _REFUSALS = {
 }
 
 
-def _item(hit: MemoryHit, limit: int, superseded: bool = False) -> wire_memory.RecalledItem:
+def _item(hit: MemoryHit, limit: int, superseded: bool = False) -> results.RecalledItem:
     text, _ = item_text(hit.content, limit)
-    return wire_memory.RecalledItem(
+    return results.RecalledItem(
         text=text, kind=hit.kind, role=hit.role, note_kind=hit.note_kind,
         supersedes=hit.supersedes, superseded=superseded, date=hit.created_at[:10] or None,
         message_id=hit.message_id,

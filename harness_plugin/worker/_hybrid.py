@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from cards import ArtifactError, ExperimentCardV1
 from cards.policy import HitSource
-from cards.wire import RemoteStatus
+from cards.results import RemoteStatus
 from cas import SearchHit, Store, retired_among
 from harness_plugin._catalogs import LiveCatalog
 from indexer import CardSearch, RemoteCardHit

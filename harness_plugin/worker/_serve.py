@@ -147,7 +147,8 @@ class JsonlWorker:
         if op == "tools/list":
             return {"tools": [tool.describe() for tool in host.tools.values()]}
         if op == "status":
-            return {**status_view(self.runtime.config, self.environ), "calls": host.metrics()}
+            view = status_view(self.runtime.config, self.environ)
+            return msgspec.structs.replace(view, calls=host.metrics())
         raise InvalidRequest("unknown op")
 
     def _guarded(self, request_id: object, work: Callable[[], object]) -> None:

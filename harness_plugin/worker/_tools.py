@@ -15,14 +15,23 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from pydantic import BaseModel, ValidationError
 
-from cards import ArtifactError, InvalidInput, UnknownTool, validation_message, wire, wire_memory
+from cards import (
+    ArtifactError,
+    InvalidInput,
+    UnknownTool,
+    results,
+    validation_message,
+    wire,
+    wire_memory,
+)
 from cards.redaction import outbound_query
 from cas import Provenance
 from harness_plugin import _views
 from harness_plugin._catalogs import LiveCatalog
-from harness_plugin._lineage import carry_freshness, check_parents
+from harness_plugin._lineage import check_parents, lineage_verdict
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_view
 from harness_plugin.memory._tools import ConversationMemory
@@ -46,8 +55,8 @@ class Tool:
     name: str
     description: str
     input_model: type[BaseModel]
-    output_model: type[BaseModel]
-    run: Callable[[ToolHost, Caller, Any], BaseModel]
+    output_model: type[results.Result]
+    run: Callable[[ToolHost, Caller, Any], results.Result]
 
     def describe(self) -> dict[str, object]:
         """The tool as `tools/list` shows it: name, description, JSON Schemas."""
@@ -55,7 +64,7 @@ class Tool:
             "name": self.name,
             "description": self.description,
             "parameters": self.input_model.model_json_schema(),
-            "output": self.output_model.model_json_schema(),
+            "output": results.json_schema(self.output_model),
         }
 
 
@@ -113,7 +122,8 @@ class ToolHost:
             self.count(f"{name}.{exc.code}")
             raise
         self.count(f"{name}.ok")
-        return result.model_dump(mode="json")
+        document: dict[str, object] = msgspec.to_builtins(result)
+        return document
 
     def count(self, event: str) -> None:
         """Count a content-free event (a tool and an outcome code) for status."""
@@ -152,14 +162,14 @@ def registry(artifact_memory: bool, *, conversation: bool = False) -> dict[str, 
             "Search this project's experiment cards (exact ids, fingerprints, tags, source "
             "versions, then text; Honcho semantic hits when configured)." + _HINT,
             wire.SearchArgs,
-            wire.SearchResult,
+            results.SearchResult,
             _search,
         ),
         Tool(
             "memory_status",
             "Content-free health of the memory: counts, index states, circuit, outbox.",
             wire.StatusArgs,
-            wire.StatusResult,
+            results.StatusResult,
             _status,
         ),
     ]
@@ -170,7 +180,7 @@ def registry(artifact_memory: bool, *, conversation: bool = False) -> dict[str, 
                 "Ask memory a focused question about the user's stated preferences and this "
                 "project's earlier decisions; returns bounded, dated items." + _HINT,
                 wire_memory.RecallArgs,
-                wire_memory.RecallResult,
+                results.RecallResult,
                 _recall,
             ),
             Tool(
@@ -178,7 +188,7 @@ def registry(artifact_memory: bool, *, conversation: bool = False) -> dict[str, 
                 "Record a durable preference, decision or fact that the user stated in their "
                 "latest message (quote their words; anything else is refused).",
                 wire_memory.MemoryRecordArgs,
-                wire_memory.NoteResult,
+                results.NoteResult,
                 _note,
             ),
             Tool(
@@ -186,7 +196,7 @@ def registry(artifact_memory: bool, *, conversation: bool = False) -> dict[str, 
                 "Record a correction the user stated in their latest message (quote it); it "
                 "supersedes older memory and deletes nothing.",
                 wire_memory.CorrectArgs,
-                wire_memory.NoteResult,
+                results.NoteResult,
                 _correct,
             ),
         ]
@@ -197,7 +207,7 @@ def registry(artifact_memory: bool, *, conversation: bool = False) -> dict[str, 
                 "Record an exact result file you wrote under $RLM_SESSION_DIR/exports/ with an "
                 "experiment card, so later sessions can find and resolve it." + _HINT,
                 wire.RecordArgs,
-                wire.RecordResult,
+                results.RecordResult,
                 _record,
             ),
             Tool(
@@ -205,14 +215,14 @@ def registry(artifact_memory: bool, *, conversation: bool = False) -> dict[str, 
                 "Verify an experiment's bytes (size and SHA-256) and return their local path, "
                 "with freshness against your current source version." + _HINT,
                 wire.ResolveArgs,
-                wire.ResolveResult,
+                results.ResolveResult,
                 _resolve,
             ),
         ]
     return {tool.name: tool for tool in sorted(tools, key=lambda t: t.name)}
 
 
-def _record(host: ToolHost, caller: Caller, args: wire.RecordArgs) -> BaseModel:
+def _record(host: ToolHost, caller: Caller, args: wire.RecordArgs) -> results.Result:
     project = host.project_of(caller)
     store = host.runtime.stores[project]
     provenance = Provenance(
@@ -230,20 +240,19 @@ def _record(host: ToolHost, caller: Caller, args: wire.RecordArgs) -> BaseModel:
         host.on_admitted()
     if recorded.deduplicated:
         host.count("memory_artifact_record.deduplicated")
-    view = _views.record_result(recorded, honcho_queued=admission.queued, state=admission.state)
-    return wire.RecordResult.model_validate(view)
+    return _views.record_result(recorded, honcho_queued=admission.queued, state=admission.state)
 
 
-def _resolve(host: ToolHost, caller: Caller, args: wire.ResolveArgs) -> BaseModel:
+def _resolve(host: ToolHost, caller: Caller, args: wire.ResolveArgs) -> results.Result:
     store = host.runtime.stores[host.project_of(caller)]
     resolved = store.resolve(args.experiment_id, args.current_source_version)
-    view = _views.resolve_result(resolved)
-    carry_freshness(view, store, resolved.card, args.current_source_version)
-    host.count(f"memory_artifact_resolve.{view['freshness']}")
-    return wire.ResolveResult.model_validate(view)
+    verdict = lineage_verdict(store, resolved.card, args.current_source_version)
+    view = _views.resolve_result(resolved, verdict)
+    host.count(f"memory_artifact_resolve.{view.freshness}")
+    return view
 
 
-def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> BaseModel:
+def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> results.Result:
     project = host.project_of(caller)
     conversation = None
     if host.memory is not None:
@@ -269,9 +278,9 @@ def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> BaseModel:
     host.count(f"memory_search.remote_{outcome.remote_status}")
     if outcome.remote_dropped:
         host.count("memory_search.wrong_project_dropped")
-    return wire.SearchResult(
-        hits=[wire.SearchHit.model_validate(_hit(hit)) for hit in outcome.hits],
-        remote=wire.RemoteView(
+    return results.SearchResult(
+        hits=[_hit(hit) for hit in outcome.hits],
+        remote=results.RemoteView(
             status=outcome.remote_status,
             error=outcome.remote_error,
             dropped_wrong_project=outcome.remote_dropped,
@@ -281,7 +290,7 @@ def _search(host: ToolHost, caller: Caller, args: wire.SearchArgs) -> BaseModel:
     )
 
 
-def _hit(hit: Hit) -> dict[str, object]:
+def _hit(hit: Hit) -> results.SearchHit:
     return _views.search_hit(
         hit.card,
         experiment_id=hit.experiment_id,
@@ -294,10 +303,10 @@ def _hit(hit: Hit) -> dict[str, object]:
     )
 
 
-def _status(host: ToolHost, caller: Caller, args: wire.StatusArgs) -> BaseModel:
+def _status(host: ToolHost, caller: Caller, args: wire.StatusArgs) -> results.Result:
     del caller, args
     view = status_view(host.runtime.config, host.environ)
-    return wire.StatusResult.model_validate({**view, "calls": host.metrics()})
+    return msgspec.structs.replace(view, calls=host.metrics())
 
 
 def _memory(host: ToolHost) -> ConversationMemory:
@@ -305,18 +314,18 @@ def _memory(host: ToolHost) -> ConversationMemory:
     return host.memory
 
 
-def _recall(host: ToolHost, caller: Caller, args: wire_memory.RecallArgs) -> BaseModel:
+def _recall(host: ToolHost, caller: Caller, args: wire_memory.RecallArgs) -> results.Result:
     return _memory(host).recall_tool(caller.cwd, args)
 
 
-def _note(host: ToolHost, caller: Caller, args: wire_memory.MemoryRecordArgs) -> BaseModel:
+def _note(host: ToolHost, caller: Caller, args: wire_memory.MemoryRecordArgs) -> results.Result:
     root = caller.agent_kind == "root"
     extra = {"note_kind": str(args.kind)}
     return _memory(host).note(caller.session_id, caller.cwd, root, args.content, kind="note",
                               extra=extra)  # fmt: skip
 
 
-def _correct(host: ToolHost, caller: Caller, args: wire_memory.CorrectArgs) -> BaseModel:
+def _correct(host: ToolHost, caller: Caller, args: wire_memory.CorrectArgs) -> results.Result:
     root = caller.agent_kind == "root"
     extra = {"supersedes": args.supersedes} if args.supersedes else {}
     return _memory(host).note(caller.session_id, caller.cwd, root, args.content,

@@ -254,7 +254,7 @@ def test_source_means_the_data_source_in_every_json(cli, capsys):
 
 
 def test_the_tool_schema_follows_the_wire():
-    from cards.wire import SearchHit
+    from cards.results import SearchHit, json_schema
 
-    fields = SearchHit.model_json_schema()["properties"]
+    fields = json_schema(SearchHit)["properties"]
     assert {"source", "origin"} <= set(fields) and "data_source" not in fields
