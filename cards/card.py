@@ -30,7 +30,7 @@ from cards._ids import (
 from cards.canonical import canonical_json
 from cards.errors import CardInvalid, InvalidInput, UnsupportedVersion, excerpt
 from cards.policy import DEFAULT_LIMITS, IndexState, Limits
-from cards.structs import error_at, whole
+from cards.structs import Fault, Problem, find_problem, whole
 
 CARD_SCHEMA_VERSION: Literal[1] = 1
 ARTIFACT_SCHEMA_VERSION: Literal[1] = 1
@@ -231,8 +231,8 @@ def parse_metadata(fields: dict[str, object]) -> CardMetadata:
 def _metadata(document: dict[str, object]) -> CardMetadata:
     try:
         return msgspec.convert(document, CardMetadata)
-    except msgspec.ValidationError as exc:
-        problems = _every_problem(document) or [describe(exc)]
+    except msgspec.ValidationError:
+        problems = _every_problem(document) or [describe(find_problem(document, CardMetadata))]
         raise InvalidInput(f"invalid card metadata: {'; '.join(problems[:5])}") from None
     except RecursionError:
         raise InvalidInput("invalid card metadata: <metadata>: nests too deeply") from None
@@ -252,8 +252,8 @@ def _every_problem(document: dict[str, object]) -> list[str]:
             continue
         try:
             msgspec.convert(document[name], field.type)
-        except msgspec.ValidationError as exc:
-            problems.append(describe(exc, name))
+        except msgspec.ValidationError:
+            problems.append(describe(find_problem(document[name], field.type), name))
     return problems
 
 
@@ -278,11 +278,17 @@ def parse_card(raw: bytes) -> ExperimentCardV1:
     """
     try:
         return _DECODER.decode(raw)
-    except msgspec.ValidationError as exc:
-        _raise_unsupported_version(raw)
-        raise CardInvalid(f"invalid experiment card: {describe(exc)}") from None
+    except msgspec.ValidationError:
+        pass
     except (msgspec.DecodeError, RecursionError):  # a hostile file may nest without end
-        raise CardInvalid("invalid experiment card: <card>: not a JSON document") from None
+        raise CardInvalid(_NOT_JSON) from None
+    try:
+        document = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError):  # refused a field before reaching bad JSON
+        raise CardInvalid(_NOT_JSON) from None
+    _refuse_other_versions(document)
+    problem = describe(find_problem(document, ExperimentCardV1))
+    raise CardInvalid(f"invalid experiment card: {problem}")
 
 
 def validated(card: ExperimentCardV1) -> ExperimentCardV1:
@@ -291,18 +297,16 @@ def validated(card: ExperimentCardV1) -> ExperimentCardV1:
     Raises:
         CardInvalid: a field breaks the card's rules (the builders pass checked values).
     """
+    document = msgspec.to_builtins(card, builtin_types=(datetime,))
     try:
-        document = msgspec.to_builtins(card, builtin_types=(datetime,))
         return msgspec.convert(document, ExperimentCardV1)
-    except msgspec.ValidationError as exc:
-        raise CardInvalid(f"invalid experiment card: {describe(exc)}") from None
+    except msgspec.ValidationError:
+        problem = describe(find_problem(document, ExperimentCardV1))
+        raise CardInvalid(f"invalid experiment card: {problem}") from None
 
 
-def _raise_unsupported_version(raw: bytes) -> None:
-    try:
-        document = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
-        return
+def _refuse_other_versions(document: object) -> None:
+    """Raise `UnsupportedVersion` if the card or its artifact names another schema version."""
     if not isinstance(document, dict):
         return
     version = document.get("schema_version")
@@ -333,41 +337,30 @@ FORMS = {
     "derived_from": "experiment ids (exp_ followed by 52 characters a-z and 2-7)",
 }
 LINE_FORM = "one line of printable text with at least one non-space character"
+_NOT_JSON = "invalid experiment card: <card>: not a JSON document"
 
 
-def describe(exc: msgspec.ValidationError, within: str = "") -> str:
+def describe(problem: Problem, within: str = "") -> str:
     """Where a card broke a rule and the form the field must take: never the value itself.
 
-    msgspec reports the first failure as "what - at `$.a.b[0]`"; a pattern's text and an enum's
-    offending value are replaced by the field's form, and a foreign key's name is bounded.
-    `within` names the field that `exc` is about when it came from checking that field alone.
+    A pattern's text and an enum's allowed values are replaced by the field's form, and a
+    foreign key's name is bounded. `within` names the field `problem` is about when it came from
+    checking that field alone.
     """
-    found = error_at(exc)
-    path, message = [p for p in (within, *found.path) if p], found.message
+    path = [p for p in (within, *problem.path) if p]
     field = next((p for p in reversed(path) if not p.isdigit()), "")
-    if found.unknown is not None:
-        path.append(excerpt(found.unknown))
+    fault = problem.fault
+    if fault is Fault.UNKNOWN:
+        path[-1] = excerpt(path[-1])
         message = "is not a known field (extra_forbidden)"
-    elif "matching regex" in message:
+    elif fault is Fault.PATTERN:
         message = f"must be {FORMS.get(field, LINE_FORM)} (pattern)"
-    elif message.startswith("Invalid enum value"):
+    elif fault is Fault.CHOICE:
         message = "is not one of the allowed values (enum)"
-    elif message.startswith("Object missing required field `"):
-        path.append(message.removeprefix("Object missing required field `").removesuffix("`"))
+    elif fault is Fault.MISSING:
         message = "is required (missing)"
+    elif fault is Fault.TYPE:
+        message = f"must be {problem.detail}"
     else:
-        message = _plain(message)
+        message = problem.detail
     return f"{'.'.join(path) or '<card>'}: {message}"
-
-
-def _plain(message: str) -> str:
-    """Msgspec's length bounds in words ("Expected `str` of length <= 200")."""
-    kind, _, bound = message.partition(" of length ")
-    unit = {"Expected `str`": "characters", "Expected `array`": "entries"}.get(kind)
-    if unit is None or not bound[3:].isdigit():
-        return message
-    if bound.startswith("<= "):
-        return f"too long: at most {bound[3:]} {unit}"
-    if bound.startswith(">= "):
-        return f"too short: at least {bound[3:]} {unit}"
-    return message

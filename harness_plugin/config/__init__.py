@@ -19,7 +19,7 @@ import msgspec
 from msgspec import Meta
 
 from cards import ConfigError, Limits, ProjectId, UnknownProject, excerpt
-from cards.structs import error_at
+from cards.structs import Fault, find_problem
 from cas import IntegrityMode
 from harness_plugin.config._memory import (
     CaptureConfig,
@@ -215,18 +215,22 @@ def config_from_mapping(document: Mapping[str, object]) -> Config:
     try:
         return msgspec.convert(document, Config)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"invalid configuration: {_describe(exc)}") from exc
+        raise ConfigError(f"invalid configuration: {_describe(document)}") from exc
     except RecursionError:
         raise ConfigError("invalid configuration: it nests too deeply") from None
 
 
-def _describe(exc: msgspec.ValidationError) -> str:
-    """The error as "a.0.b: what" (msgspec stops at the first, saying "what - at `$.a[0].b`")."""
-    path, message, unknown = error_at(exc)
-    if unknown is not None:  # name the key itself, as every other error does
-        path.append(unknown)
-        message = "not a known key"
-    return f"{'.'.join(path)}: {message}" if path else message  # msgspec names no root
+def _describe(document: Mapping[str, object]) -> str:
+    """The first problem of `document`, which msgspec refused, as "a.0.b: what"."""
+    path, fault, detail = find_problem(document, Config)
+    message = {
+        Fault.UNKNOWN: "not a known key",
+        Fault.MISSING: "is required",
+        Fault.TYPE: f"must be {detail}",
+        Fault.PATTERN: f"must match the pattern {detail}",
+        Fault.CHOICE: "is not one of the allowed values",
+    }.get(fault, detail)
+    return f"{'.'.join(path)}: {message}" if path else message
 
 
 def load_config(path: str | None, environ: Mapping[str, str] = os.environ) -> Config:
