@@ -24,12 +24,8 @@ from _common import machine_line, percentile, print_table  # noqa: E402
 from _fake_server import fake_honcho  # noqa: E402
 from bench_search import PROJECT, Corpus, make_card, make_queries  # noqa: E402
 
-from cards import (  # noqa: E402
-    ExperimentCardV1,
-    RemoteCard,
-    dump_card,
-    project_card,
-)
+from cards import ExperimentCardV1, dump_card  # noqa: E402
+from cards.remote import RemoteCard, project_card  # noqa: E402
 from harness_plugin import Runtime, ToolHost, build_store, parse_caller  # noqa: E402
 from harness_plugin.config import config_from_mapping  # noqa: E402
 from indexer import (  # noqa: E402

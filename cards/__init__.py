@@ -1,11 +1,10 @@
 """The pure core of artmem: identities, canonical JSON, card models, bounds and errors.
 
-Nothing here does I/O, reads the clock or draws randomness. The card structs (`cards.card`,
-msgspec) and the pydantic models (`cards.model`, `cards.wire`, `cards.remote`) load on first use
-(PEP 562): `artmem --help` builds neither, and recording or reading a card imports no pydantic.
+Nothing here does I/O, reads the clock or draws randomness. Importing the package loads the
+card structs (`cards.card`, msgspec); the pydantic models (`cards.model`, `cards.wire`,
+`cards.wire_memory`, `cards.remote`) are modules of their own, which only the tools and the
+Honcho side import, so recording or reading a card loads no pydantic.
 """
-
-from typing import TYPE_CHECKING
 
 from cards._ids import (
     ArtifactId,
@@ -25,6 +24,14 @@ from cards._ids import (
     project_key,
 )
 from cards.canonical import canonical_json
+from cards.card import (
+    CardMetadata,
+    ExperimentCardV1,
+    IndexStatus,
+    dump_card,
+    parse_card,
+    parse_metadata,
+)
 from cards.errors import (
     ArtifactError,
     ConfigError,
@@ -51,41 +58,7 @@ from cards.errors import (
     UnsupportedMediaType,
     excerpt,
 )
-from cards.lazy import lazy_exports as _lazy_exports
 from cards.policy import DEFAULT_LIMITS, Freshness, IndexState, Limits, freshness_verdict
-
-if TYPE_CHECKING:
-    from cards.card import (
-        CardMetadata,
-        ExperimentCardV1,
-        IndexStatus,
-        dump_card,
-        parse_card,
-        parse_metadata,
-    )
-    from cards.model import validation_message
-    from cards.remote import (
-        RemoteCard,
-        card_delivery_id,
-        conversation_delivery_id,
-        project_card,
-        projection_revision,
-    )
-
-_LAZY = {
-    "CardMetadata": "cards.card",
-    "ExperimentCardV1": "cards.card",
-    "IndexStatus": "cards.card",
-    "dump_card": "cards.card",
-    "parse_card": "cards.card",
-    "parse_metadata": "cards.card",
-    "validation_message": "cards.model",
-    "RemoteCard": "cards.remote",
-    "card_delivery_id": "cards.remote",
-    "conversation_delivery_id": "cards.remote",
-    "project_card": "cards.remote",
-    "projection_revision": "cards.remote",
-}
 
 __all__ = [
     "excerpt",
@@ -112,7 +85,6 @@ __all__ = [
     "ProjectId",
     "ProjectKey",
     "QueryFingerprint",
-    "RemoteCard",
     "RemoteError",
     "RemoteMisconfigured",
     "RemoteRejected",
@@ -128,8 +100,6 @@ __all__ = [
     "UnsupportedMediaType",
     "artifact_id_for_digest",
     "canonical_json",
-    "card_delivery_id",
-    "conversation_delivery_id",
     "dump_card",
     "experiment_id",
     "honcho_session_id",
@@ -141,11 +111,5 @@ __all__ = [
     "parse_metadata",
     "parse_project_id",
     "parse_session_id",
-    "project_card",
     "project_key",
-    "projection_revision",
-    "validation_message",
 ]
-
-
-__getattr__, _ = _lazy_exports(__name__, _LAZY)  # eager names stay in dir(cards)

@@ -33,10 +33,8 @@ _EXPORTS = {
 __all__ = ["Caller", "Runtime", "ToolHost", "build_store", "parse_caller"]
 
 
-# Not `cards.lazy`: importing it would load the `cards` package (ids, errors, bounds) into
-# `artmem --help`, which needs none of it.
 def __getattr__(name: str) -> object:
-    """Load an exported name's module on first use (PEP 562) and cache the name here."""
+    """Load an exported name's module on first use (PEP 562) and keep the name here."""
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

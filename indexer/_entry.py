@@ -30,14 +30,12 @@ from cards import (
     OutboxError,
     ProjectId,
     canonical_json,
-    card_delivery_id,
-    conversation_delivery_id,
     honcho_session_id,
     is_honcho_id,
     project_key,
-    projection_revision,
-    validation_message,
 )
+from cards.model import validation_message
+from cards.remote import card_delivery_id, conversation_delivery_id, projection_revision
 
 ENTRY_SCHEMA_VERSION: Literal[1] = 1
 MAX_MESSAGES = 100  # Honcho's limit per create request

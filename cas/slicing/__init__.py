@@ -31,9 +31,8 @@ use `SliceLimits` and `SliceSource` without loading pyarrow.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
-
-from cards.lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from cas.slicing._encoders import refused_columns
@@ -92,4 +91,17 @@ __all__ = [
     "stop_helper",
 ]
 
-__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
+
+def __getattr__(name: str) -> object:
+    """Load an exported name's module on first use (PEP 562) and keep the name here."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The exported names."""
+    return sorted(_EXPORTS)

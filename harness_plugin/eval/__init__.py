@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from cards import InvalidInput, validation_message
+from cards import InvalidInput
+from cards.model import validation_message
 from harness_plugin.eval._corpus import load_corpus, select
 from harness_plugin.eval._gates import gates
 from harness_plugin.eval._table import passed, report_lines, write_report

@@ -21,7 +21,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from cards import InvalidInput, validation_message
+from cards import InvalidInput
+from cards.model import validation_message
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 Ident = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]

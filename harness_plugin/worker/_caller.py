@@ -7,7 +7,8 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from cards import InvalidRequest, SessionId, parse_session_id, validation_message
+from cards import InvalidRequest, SessionId, parse_session_id
+from cards.model import validation_message
 
 
 def _absolute(value: str) -> str:

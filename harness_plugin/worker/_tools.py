@@ -23,10 +23,10 @@ from cards import (
     InvalidInput,
     UnknownTool,
     results,
-    validation_message,
     wire,
     wire_memory,
 )
+from cards.model import validation_message
 from cards.redaction import outbound_query
 from cas import Provenance
 from harness_plugin import _views

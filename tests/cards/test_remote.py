@@ -452,7 +452,7 @@ def test_redaction_bound_exceeds_every_card_field():
 
 
 def test_conversation_delivery_ids_cover_every_field_of_spec_12_2():
-    from cards import conversation_delivery_id
+    from cards.remote import conversation_delivery_id
 
     base = {
         "workspace_id": "ws",

@@ -12,7 +12,8 @@ from conftest import make_metadata
 from honcho_helpers import KEY, settings
 from outbox_helpers import T0
 
-from cards import IndexState, OutboxError, project_card
+from cards import IndexState, OutboxError
+from cards.remote import project_card
 from indexer import (
     CardIndexer,
     DeliveryWorker,
