@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from indexer.testing._model import _Reply
 
 if TYPE_CHECKING:
-    from indexer.testing._fake import FakeHoncho
+    from indexer.testing._transports import _Transports
 
 # --------------------------------------------------------------------------------------------
 # Server mode
@@ -31,7 +31,7 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
-def _handler_for(fake: FakeHoncho) -> type[BaseHTTPRequestHandler]:
+def _handler_for(fake: _Transports) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "FakeHoncho"
