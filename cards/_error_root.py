@@ -82,7 +82,6 @@ class ErrorCode(enum.StrEnum):
     OUTBOX_IO = "indexer.outbox_io"
     NOT_OWNER = "indexer.not_owner"
     REMOTE_UNAVAILABLE = "indexer.remote_unavailable"
-    CIRCUIT_OPEN = "indexer.circuit_open"
     REMOTE_UNAUTHORIZED = "indexer.remote_unauthorized"
     REMOTE_REJECTED = "indexer.remote_rejected"
     REMOTE_MISCONFIGURED = "indexer.remote_misconfigured"

@@ -25,7 +25,6 @@ _JSON_STRING = json.JSONEncoder(ensure_ascii=False).encode
 _DIGEST_ID = r"[a-z2-7]{52}"
 ARTIFACT_ID = re.compile(rf"art_{_DIGEST_ID}")
 EXPERIMENT_ID = re.compile(rf"exp_{_DIGEST_ID}")
-PROJECT_KEY = re.compile(rf"prj_{_DIGEST_ID}")
 HONCHO_ID = re.compile(r"[A-Za-z0-9_-]{1,512}")  # Honcho's id alphabet
 PROJECT_ID = HONCHO_ID  # a project id is used as a Honcho id
 # The kernel runtime's own session-id rule: no leading dot, so never '.' or '..'.

@@ -20,7 +20,6 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     │   ├── IdentityField                        input.identity_field
     │   └── UnsupportedMediaType                 slice.unsupported_media_type
     ├── ShuttingDown (RuntimeError, retryable)   worker.shutting_down
-    ├── WorkerInternal (RuntimeError)            worker.internal
     ├── ToolFailed (RuntimeError)                <the host's code>, else client.tool_failed
     ├── NoToolBridge (RuntimeError)              client.no_bridge
     ├── NotInKernel (RuntimeError)               client.no_session
@@ -54,14 +53,14 @@ again can help. Each class also subclasses the builtin a generic caller would ca
     │   └── ProjectMismatch                      memory.project_mismatch
     └── RemoteError                              (the Honcho side; never stops local work)
         ├── RemoteUnavailable (ConnectionError, retryable)   indexer.remote_unavailable
-        ├── CircuitOpen (ConnectionError, retryable)         indexer.circuit_open
         ├── RemoteUnauthorized (PermissionError)             indexer.remote_unauthorized
         │   └── RemoteMisconfigured                          indexer.remote_misconfigured
         └── RemoteRejected (ValueError)                      indexer.remote_rejected
 
 `indexer.retries_exhausted` is a code without a class: the outbox records it on a card whose
 delivery was dead-lettered after its last retry. `indexer.outbox_corrupt` is one too: the
-dead-letter reason of an outbox document that failed verification and was moved aside.
+dead-letter reason of an outbox document that failed verification and was moved aside; and
+`worker.internal`, the worker's answer to a failure it did not expect (a bug).
 """
 
 from __future__ import annotations
@@ -131,12 +130,6 @@ class ShuttingDown(ArtifactError, RuntimeError):
 
     code = ErrorCode.SHUTTING_DOWN
     retryable = True
-
-
-class WorkerInternal(ArtifactError, RuntimeError):
-    """The worker failed in a way it did not expect (a bug); the message is content-free."""
-
-    code = ErrorCode.WORKER_INTERNAL
 
 
 class ToolFailed(ArtifactError, RuntimeError):
@@ -323,13 +316,6 @@ class RemoteUnavailable(RemoteError, ConnectionError):
     """Timeout, connection failure, rate limit or 5xx: the outcome may be ambiguous; retry."""
 
     code = ErrorCode.REMOTE_UNAVAILABLE
-    retryable = True
-
-
-class CircuitOpen(RemoteError, ConnectionError):
-    """The circuit breaker is open: no request was sent."""
-
-    code = ErrorCode.CIRCUIT_OPEN
     retryable = True
 
 

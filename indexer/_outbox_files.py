@@ -13,13 +13,14 @@ import stat
 from dataclasses import dataclass
 
 from cards import ArtifactError, OutboxError
+from cards.errors import ErrorCode
 from fsedge import atomic_write, read_small
 from indexer._entry import OutboxEntry, decode_entry, parse_delivery_id
 
 SUFFIX = ".json"
 CORRUPT_SUFFIX = ".corrupt"
 # The dead-letter reason of a document moved aside because it did not verify.
-CORRUPT = "indexer.outbox_corrupt"
+CORRUPT = ErrorCode.OUTBOX_CORRUPT
 MAX_ENTRY_BYTES = 4 << 20
 
 

@@ -24,6 +24,7 @@ from typing import Protocol
 import msgspec
 
 from cards import ArtifactError, NotOwner, RemoteError, RemoteRejected, canonical_json
+from cards.errors import ErrorCode
 from fsedge import atomic_write, read_small, utc_now
 from indexer._entry import OutboundMessage, OutboxEntry, SessionTarget
 from indexer._outbox import Outbox
@@ -33,7 +34,7 @@ from indexer._policy import CircuitBreaker, CircuitState, RetryPolicy
 OWNER_LOCK = "owner.lock"
 GENERATION = "generation"
 WORKER_STATUS = "worker.json"
-EXHAUSTED = "indexer.retries_exhausted"
+EXHAUSTED = ErrorCode.RETRIES_EXHAUSTED
 Clock = Callable[[], datetime]
 EntryHook = Callable[[OutboxEntry, str], None]
 

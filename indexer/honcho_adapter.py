@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -42,6 +43,7 @@ MAX_CONTEXT_CHARS = 20_000
 MEMORY_LAYER = "conversation"  # the metadata `layer` of every conversational message
 MEMORY_KINDS = frozenset({"exchange", "note", "correction"})
 LIST_PAGE_SIZE = 100
+MAX_SESSIONS = 256  # SDK session objects kept per process (each set-up costs a request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,9 @@ class HonchoMemoryService:
     transport: httpx.BaseTransport | None = field(default=None, repr=False)
     _client: honcho.Honcho | None = field(default=None, init=False, repr=False)
     _http: httpx.Client | None = field(default=None, init=False, repr=False)
-    _sessions: dict[str, honcho.Session] = field(default_factory=dict, init=False, repr=False)
+    _sessions: OrderedDict[str, honcho.Session] = field(
+        default_factory=OrderedDict, init=False, repr=False
+    )
     _peer: honcho.Peer | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -251,14 +255,20 @@ class HonchoMemoryService:
     def _session(self, target: SessionTarget) -> honcho.Session:
         """The SDK session object, set up once per process (each set-up is a request)."""
         session_id = _checked_id(target.session_id)
-        session = self._sessions.get(session_id)
-        if session is None:
-            client = self._sdk()
-            if target.kind == "cards":
-                session = self._cards_session(client, session_id)
-            else:
-                session = self._conversation_session(client, target)
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is not None:
+                self._sessions.move_to_end(session_id)
+                return session
+        client = self._sdk()  # a set-up is a request: made outside the lock
+        if target.kind == "cards":
+            session = self._cards_session(client, session_id)
+        else:
+            session = self._conversation_session(client, target)
+        with self._lock:  # the most recent kept, so a long-lived worker's memory stays bounded
             self._sessions[session_id] = session
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.popitem(last=False)
         return session
 
     def _user_peer(self) -> honcho.Peer:

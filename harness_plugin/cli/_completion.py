@@ -17,7 +17,6 @@ import shlex
 
 from harness_plugin.cli._command import Outcome, UsageError, start
 
-SHELLS = ("bash", "zsh", "fish")
 MAX_IDS = 500
 # The commands whose positional arguments are experiment ids.
 ID_COMMANDS = ("resolve", "show", "slice", "export", "lineage", "diff", "edit", "rm")

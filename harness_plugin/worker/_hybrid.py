@@ -24,7 +24,6 @@ from harness_plugin._catalogs import LiveCatalog
 from indexer import CardSearch, RemoteCardHit
 
 RemoteSearch = Callable[[str, int], CardSearch]
-MAX_SUMMARY_CHARS = 400
 MAX_REMOTE_TEXT_CHARS = 400
 
 

@@ -32,6 +32,7 @@ from cards import (
     InvalidRequest,
     ShuttingDown,
 )
+from cards.errors import ErrorCode
 from cas.slicing import start_helper, stop_helper
 from harness_plugin._runtime import Runtime
 from harness_plugin._status import status_view
@@ -179,7 +180,7 @@ class JsonlWorker:
             reply |= {"ok": False, "error": {**error.to_dict(), "retryable": error.retryable}}
         elif internal is not None:
             message = "internal error; see the worker log"
-            failure = {"code": "worker.internal", "message": message, "retryable": False}
+            failure = {"code": ErrorCode.WORKER_INTERNAL, "message": message, "retryable": False}
             reply |= {"ok": False, "error": failure}
         else:
             reply |= {"ok": True, "result": result}

@@ -214,7 +214,6 @@ class FakeHoncho(_Transports, _Handlers):
                     copy.deepcopy(s.configuration),
                     copy.deepcopy(s.peers),
                     s.created_at,
-                    len(s.messages),
                 )
                 for s in ws.sessions.values()
             }

@@ -97,7 +97,6 @@ class FakeSession:
     configuration: dict[str, object]
     peers: dict[str, dict[str, bool | None]]
     created_at: datetime
-    message_count: int
 
 
 @dataclass(frozen=True)

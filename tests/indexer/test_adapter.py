@@ -142,3 +142,16 @@ def test_card_search_keeps_only_this_projects_valid_cards(fake, service):
 def test_api_key_never_appears_in_repr(fake):
     svc = HonchoMemoryService(settings(), KEY, fake.transport())
     assert KEY not in repr(svc)
+
+
+def test_a_long_lived_service_keeps_a_bounded_number_of_sessions(fake, service, monkeypatch):
+    monkeypatch.setattr("indexer.honcho_adapter.MAX_SESSIONS", 2)
+    targets = [SessionTarget(session_id=f"sess-{n}", kind="conversation") for n in range(3)]
+    for n, target in enumerate(targets):
+        service.deliver(target, make_entry(n, session=target.session_id).messages)
+    assert len(service._sessions) == 2  # the oldest set-up was dropped
+    fake.clear_requests()
+    service.deliver(targets[0], make_entry(9, session="sess-0").messages)  # set up again
+    kinds = [r.kind for r in fake.requests]
+    assert kinds[-1] == "message_create" and len(kinds) > 1
+    assert len(fake.messages("ws", "sess-0")) == 2

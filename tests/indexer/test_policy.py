@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from outbox_helpers import T0
 
 from cards import RemoteRejected, RemoteUnauthorized, RemoteUnavailable
-from cards.errors import CircuitOpen
 from indexer import RetryPolicy
 from indexer._policy import CircuitBreaker, CircuitState
 
@@ -95,6 +94,6 @@ def test_breaker_never_allows_two_probes_and_always_recovers(events):
     assert breaker.state is CircuitState.CLOSED
 
 
-def test_circuit_open_error_is_retryable():
-    assert CircuitOpen.retryable and RemoteUnavailable.retryable
+def test_which_remote_errors_are_retryable():
+    assert RemoteUnavailable.retryable
     assert not RemoteUnauthorized.retryable and not RemoteRejected.retryable
