@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import httpx
+import msgspec
 import pytest
 from conftest import fingerprint
 from host_helpers import KEY, caller, environ, export, host_config
@@ -130,6 +131,30 @@ def test_record_search_resolve_through_tools(host, tmp_path):
         assert handle.read() == data
     card = host.runtime.stores["trial-analysis"].load_card(hit["experiment_id"])
     assert card.session_id == "s1" and card.tool_call_id == "cell-1:rlm:1"
+
+
+def test_what_a_tool_returns_is_its_output_struct_and_schema(host, tmp_path):
+    """The kernel decodes each reply into the struct the host built it as, and back unchanged;
+    the `output` schema lists exactly that struct's fields."""
+    export(tmp_path, "r.bin", b"bytes")
+    who = _who(tmp_path)
+    recorded = host.call("memory_artifact_record", _record_args("r.bin"), who)
+    calls = {
+        "memory_artifact_record": recorded,
+        "memory_search": host.call("memory_search", {"query": "cohort"}, who),
+        "memory_artifact_resolve": host.call(
+            "memory_artifact_resolve", {"experiment_id": recorded["experiment_id"]}, who
+        ),
+        "memory_status": host.call("memory_status", {}, who),
+    }
+    for name, reply in calls.items():
+        tool = host.tools[name]
+        assert msgspec.to_builtins(msgspec.convert(reply, tool.output_model)) == reply
+        schema = tool.describe()["output"]
+        fields = msgspec.structs.fields(tool.output_model)
+        assert set(schema["properties"]) == {f.encode_name for f in fields}
+        assert set(schema["required"]) == {f.encode_name for f in fields if f.required}
+        assert schema["additionalProperties"] is False
 
 
 def test_the_project_comes_from_the_callers_cwd(host, tmp_path):
