@@ -74,15 +74,6 @@ def checked_query(query: str, limit: int) -> str:
     return text
 
 
-def ranked(engine: Engine, text: str, limit: int) -> list[tuple[str, float, bool]]:
-    """(experiment id, score, exact) of the best `limit` hits: exact ones first."""
-    hits = [(key, 1.0, True) for key in engine.exact(text, limit)]
-    if len(hits) < limit:
-        lexical = engine.lexical(text, limit - len(hits), skip_exact=bool(hits))
-        hits += [(key, score, False) for key, score in lexical]
-    return hits
-
-
 def confirmed(
     ranking: list[tuple[str, float, bool]], cards: Sequence[ExperimentCardV1 | None], text: str
 ) -> list[SearchHit]:
@@ -185,5 +176,5 @@ class Catalog:
                 below 1.
         """
         text = checked_query(query, limit)
-        ranking = ranked(self._engine, text, limit)
+        ranking = self._engine.ranked(text, limit)
         return confirmed(ranking, [self._cards.get(key) for key, _, _ in ranking], text)

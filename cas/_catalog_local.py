@@ -24,7 +24,7 @@ import msgspec
 from cards.errors import ArtifactError, StoreIOError
 from cas import _catalog_files as files
 from cas import _catalog_table as card_table
-from cas._catalog import SearchHit, checked_query, confirmed, ranked
+from cas._catalog import SearchHit, checked_query, confirmed
 from cas._catalog_cards import HIT_CARDS, HitCards
 from cas._catalog_engine import FORMAT, CatalogDamaged, Engine, Writer
 from cas._catalog_files import Head
@@ -364,7 +364,7 @@ class LocalCatalog:
         hits: list[SearchHit] = []
         for attempt in range(3):
             try:
-                ranking = [] if self._engine is None else ranked(self._engine, text, limit)
+                ranking = [] if self._engine is None else self._engine.ranked(text, limit)
             except CatalogDamaged:
                 if attempt == 2:
                     raise
