@@ -186,10 +186,6 @@ class LocalCatalog:
             self._engine = self._head = self._table = None  # saved and behind: not ours to fix
         return self._catch_up(token, force)
 
-    def put(self, card: ExperimentCardV1) -> None:
-        """Index a card this process just committed (found through the card log)."""
-        self.refresh()
-
     def _current(self, token: str | None) -> bool:
         head = self._head
         return self._engine is not None and head is not None and token == head.token is not None
