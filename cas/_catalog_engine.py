@@ -227,8 +227,10 @@ class Engine:
             words = self._words_query(text) if len(hits) < limit else None
             found = [] if words is None else self._top(words, limit, by_score=True)
             for score, address in found:
+                if len(hits) == limit:
+                    break
                 key = self._id(address)
-                if len(hits) < limit and key not in exact:
+                if key not in exact:
                     hits.append((key, min(float(score) / float(found[0][0]), 1.0), False))
             return hits
 

@@ -157,11 +157,6 @@ class LocalCatalog:
         """How many valid cards are in each index state, by state name."""
         return {} if self._head is None else dict(sorted(self._head.states.items()))
 
-    def problems(self) -> dict[str, str]:
-        """Skipped card file name -> error code."""
-        table = self._loaded_table() or {}
-        return {name: row.problem for name, row in table.items() if row.problem is not None}
-
     # -- keeping up ------------------------------------------------------------------------
 
     def refresh(self, *, force: bool = False) -> bool:

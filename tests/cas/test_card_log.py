@@ -56,7 +56,6 @@ def _assert_equals_a_full_scan(catalog: LocalCatalog, store) -> None:
     fresh = Catalog(store.scan_cards().cards)
     assert (catalog.cards, catalog.skipped, len(catalog)) == (full.cards, full.skipped, len(full))
     assert catalog.index_states() == full.index_states()
-    assert catalog.problems() == full.problems()
     ids = [card.experiment_id for card in store.scan_cards().cards]
     for query in [*QUERIES, *ids]:
         assert catalog.search(query, 10) == fresh.search(query, limit=10), query

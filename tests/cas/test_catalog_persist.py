@@ -125,7 +125,6 @@ def test_status_counts_come_from_the_catalog_with_bad_files_skipped(ws, tmp_path
     (cards / f"exp_{'a' * 52}.json").write_text("{broken")
     catalog = LocalCatalog.open(store, str(tmp_path / "state"))
     assert (catalog.cards, catalog.skipped, catalog.index_states()) == (3, 2, {"disabled": 3})
-    assert set(catalog.problems()) == {"not-a-card.json", f"exp_{'a' * 52}.json"}
     (cards / "not-a-card.json").unlink()
     assert LocalCatalog.open(store, str(tmp_path / "state")).skipped == 1
 
