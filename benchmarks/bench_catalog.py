@@ -6,7 +6,9 @@ p95 at most 1 ms, a new process answering a search at most 0.1 s and 64 MiB; at 
 directory (reused when it holds enough cards). Search latency is the median over `--runs`
 passes of the queries, each pass on a catalog opened afresh, measured twice: with every hit read
 from its card file (a new host), and in a long-lived host that keeps the hit cards it has read
-(each still stat'ed, and read again if its file changed).
+(each still stat'ed, and read again if its file changed). Every figure is printed twice: wall
+time, and CPU time (this process's, every thread, plus its children's), with the load average:
+on a shared machine the CPU time is the steadier of the two.
 
     .venv/bin/python benchmarks/bench_catalog.py [--cards 100000] [--changed 100] [--host-only]
 """
