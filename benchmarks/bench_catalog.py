@@ -6,7 +6,9 @@ p95 at most 1 ms, a new process answering a search at most 0.1 s and 64 MiB; at 
 directory (reused when it holds enough cards). Search latency is the median over `--runs`
 passes of the queries, each pass on a catalog opened afresh, measured twice: with every hit read
 from its card file (a new host), and in a long-lived host that keeps the hit cards it has read
-(each still stat'ed, and read again if its file changed).
+(each still stat'ed, and read again if its file changed). Every figure is printed twice: wall
+time, and CPU time (this process's, every thread, plus its children's), with the load average:
+on a shared machine the CPU time is the steadier of the two.
 
     .venv/bin/python benchmarks/bench_catalog.py [--cards 100000] [--changed 100] [--host-only]
 """
@@ -17,6 +19,7 @@ import argparse
 import os
 import platform
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -26,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from _common import percentile  # the benchmarks folder is on sys.path when run as a script
 from bench_search import PROJECT, Corpus, make_card, make_queries
@@ -34,6 +38,7 @@ from cards import DEFAULT_LIMITS, IndexState, IndexStatus, Limits, dump_card, pr
 from cas import LocalCatalog, ProjectStore
 
 LIMIT = 20
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 _CLI = (
     "import sys; from harness_plugin.cli import main; "
@@ -80,10 +85,23 @@ def change(store: ProjectStore, names: Sequence[str], round_: int) -> None:
     settle(store)
 
 
-def timed(run: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
+Clocked = tuple[float, float]  # (wall, CPU) seconds
+
+
+def clocked(run: Callable[[], T]) -> tuple[Clocked, T]:
+    """`run`'s wall and CPU time (this process's, every thread, and its children's); its result."""
+    cpu, start = _cpu(), time.perf_counter()
+    result = run()
+    return (time.perf_counter() - start, _cpu() - cpu), result
+
+
+def timed(run: Callable[[], object]) -> Clocked:
+    return clocked(run)[0]
+
+
+def _cpu() -> float:
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def host(args: argparse.Namespace, work: Path) -> None:
@@ -101,13 +119,12 @@ def host(args: argparse.Namespace, work: Path) -> None:
         cold.append(timed(lambda: LocalCatalog.open(store, state)))
     warm = [timed(lambda: LocalCatalog.open(store, state)) for _ in range(args.runs)]
     rng = random.Random(args.seed)
-    changed: list[float] = []
+    changed: list[Clocked] = []
     ways: list[str] = []
     for round_ in range(args.runs):
         change(store, rng.sample(names, args.changed), round_)
-        started = time.perf_counter()
-        opened = LocalCatalog.open(store, state)
-        changed.append(time.perf_counter() - started)
+        took, opened = clocked(partial(LocalCatalog.open, store, state))
+        changed.append(took)
         ways.append(opened.last_refresh)  # "log": found by the card log
     corpus = Corpus(random.Random(args.seed))
     sample = [make_card(corpus, n) for n in range(200)]  # the same cards: exact probes hit
@@ -123,16 +140,11 @@ def host(args: argparse.Namespace, work: Path) -> None:
     size = sum(path.stat().st_size for path in index.rglob("*") if path.is_file())
     print(
         f"host: {args.cards:,} cards, {len(queries)} queries, limit {LIMIT}, "
-        f"index {size / 1e6:.1f} MB on disk; python {platform.python_version()}"
+        f"index {size / 1e6:.1f} MB on disk; python {platform.python_version()}; {_load()}"
     )
-    _row(
-        "cold build (parse every card, index it)",
-        _spread(cold, "s"),
-        "< 15 s",
-        f"{args.builds} builds",
-    )
-    _row("open, nothing changed", _spread(warm, "s"))
-    _row(f"open after {args.changed} changed cards", _spread(changed, "s"))
+    _rows("cold build (parse every card, index it)", cold, "s", "< 15 s", f"{args.builds} builds")
+    _rows("open, nothing changed", warm, "s")
+    _rows(f"open after {args.changed} changed cards", changed, "s")
     _row("  found the changed cards by", ", ".join(sorted(set(ways))))
     _percentiles("search, every hit read from its file", fresh, kinds)
     _percentiles("search, long-lived host (hit cards kept)", kept, kinds)
@@ -151,46 +163,60 @@ def _new_process(
         "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])"
     )
     limit = str(store.limits.cards_per_project)
-    seconds: list[float] = []
+    seconds: list[Clocked] = []
     resident: list[float] = []
+    argv = [sys.executable, "-c", code, store.artifact_root, PROJECT, limit, state]
+    subprocess.run([*argv, queries[0]], env=_env(), capture_output=True, check=True)  # warm-up
     for number in range(args.runs):
-        argv = [sys.executable, "-c", code, store.artifact_root, PROJECT, limit, state]
         run = partial(subprocess.run, [*argv, queries[number % len(queries)]], env=_env())
-        started = time.perf_counter()
-        done = run(capture_output=True, text=True, check=True)
-        seconds.append(time.perf_counter() - started)
+        took, done = clocked(partial(run, capture_output=True, text=True, check=True))
+        seconds.append(took)
         # VmHWM, not ru_maxrss: Linux carries a child's maxrss over from its parent at fork.
         resident.append(int(done.stdout) / 1024)
-    _row("a new process: import, open, search", _spread(seconds, "s"), "< 0.1 s")
+    _rows("a new process: import, open, search", seconds, "s", "< 0.1 s")
     _row("  its peak RSS", _spread(resident, "MiB"), "< 64 MiB")
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
+    """The children's environment: bytecode cached, as an installed package's is.
+
+    With PYTHONDONTWRITEBYTECODE set (some sandboxes set it), every start compiles every
+    module it imports from source: 0.03-0.04 s more per `artmem search`.
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
-def _pass(search: Callable[[str, int], object], queries: Sequence[str]) -> list[float]:
-    """One pass over `queries` (the first 20 run once before), each query's time in ms."""
+def _pass(search: Callable[[str, int], object], queries: Sequence[str]) -> list[Clocked]:
+    """One pass over `queries` (the first 20 run once before), each query's (wall, CPU) in ms."""
     for query in queries[:20]:
         search(query, LIMIT)
-    return [timed(partial(search, query, LIMIT)) * 1e3 for query in queries]
+    return [_ms(timed(partial(search, query, LIMIT))) for query in queries]
 
 
-def _percentiles(name: str, passes: Sequence[Sequence[float]], kinds: Sequence[str]) -> None:
+def _ms(clocked: Clocked) -> Clocked:
+    return clocked[0] * 1e3, clocked[1] * 1e3
+
+
+def _percentiles(name: str, passes: Sequence[Sequence[Clocked]], kinds: Sequence[str]) -> None:
     """p50 and p95 of each pass, as medians over the passes (min-max), then by kind of query."""
     runs = f"{len(passes)} passes"
     for pct, target in ((50, ""), (95, "< 1 ms")):
-        values = [percentile(latencies, pct) for latencies in passes]
-        _row(f"{name}: p{pct}", _spread(values, "ms"), target, runs)
+        values = [
+            (percentile([w for w, _ in times], pct), percentile([c for _, c in times], pct))
+            for times in passes
+        ]
+        _rows(f"{name}: p{pct}", values, "ms", target, runs)
     for kind in dict.fromkeys(kinds):
-        medians = [
+        cpu = [
             statistics.median(
-                percentile([ms for ms, k in zip(latencies, kinds, strict=True) if k == kind], pct)
-                for latencies in passes
+                percentile([c for (_, c), k in zip(times, kinds, strict=True) if k == kind], pct)
+                for times in passes
             )
             for pct in (50, 95)
         ]
-        _row(f"  {kind}: p50 / p95", f"{medians[0]:.2f} / {medians[1]:.2f} ms")
+        _row(f"  {kind}: CPU p50 / p95", f"{cpu[0]:.2f} / {cpu[1]:.2f} ms")
 
 
 def cli(args: argparse.Namespace, work: Path) -> None:
@@ -206,18 +232,30 @@ def cli(args: argparse.Namespace, work: Path) -> None:
     env = _env()
     for argv in commands.values():  # warm the page cache and build the catalog
         subprocess.run(argv, cwd=cwd, env=env, capture_output=True, check=True)
-    samples: dict[str, list[float]] = {name: [] for name in commands}
+    samples: dict[str, list[Clocked]] = {name: [] for name in commands}
     for _ in range(args.runs):  # paired: each round runs every command once
         for name, argv in commands.items():
             run = partial(subprocess.run, argv, cwd=cwd, env=env, capture_output=True)
             samples[name].append(timed(run))
-    base = statistics.median(samples["python -c pass"])
-    print(f"CLI: {args.cli_cards:,} cards, {args.runs} paired runs, whole processes")
+    base = statistics.median(wall for wall, _ in samples["python -c pass"])
+    print(f"CLI: {args.cli_cards:,} cards, {args.runs} paired runs, whole processes; {_load()}")
     for name, values in samples.items():
         target = {"artmem --help": "0.08 s", "artmem status": "0.15 s"}.get(name, "")
         target = "0.1 s" if name == "artmem search" else target
-        ratio = f"{statistics.median(values) / base:.1f}x python"
-        _row(name, _spread(values, "s"), target, ratio)
+        ratio = f"{statistics.median(wall for wall, _ in values) / base:.1f}x python"
+        _rows(name, values, "s", target, ratio)
+
+
+def _load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def _rows(
+    name: str, values: Sequence[Clocked], unit: str, target: str = "", note: str = ""
+) -> None:
+    """Two rows: the wall times' median (min-max), then the CPU times'."""
+    _row(f"{name} (wall)", _spread([wall for wall, _ in values], unit), target, note)
+    _row(f"{name} (CPU)", _spread([cpu for _, cpu in values], unit))
 
 
 def _spread(values: Sequence[float], unit: str) -> str:

@@ -13,14 +13,13 @@ card, then to the smaller experiment id. A word ending in `*` also finds the wor
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from cards.errors import InvalidInput
-from cas._catalog_engine import Engine, order_key
+from cas._catalog_engine import Engine
 
 if TYPE_CHECKING:
     from cards.card import ExperimentCardV1
@@ -74,15 +73,6 @@ def checked_query(query: str, limit: int) -> str:
     return text
 
 
-def ranked(engine: Engine, text: str, limit: int) -> list[tuple[str, float, bool]]:
-    """(experiment id, score, exact) of the best `limit` hits: exact ones first."""
-    hits = [(key, 1.0, True) for key in engine.exact(text, limit)]
-    if len(hits) < limit:
-        lexical = engine.lexical(text, limit - len(hits), skip_exact=bool(hits))
-        hits += [(key, score, False) for key, score in lexical]
-    return hits
-
-
 def confirmed(
     ranking: list[tuple[str, float, bool]], cards: Sequence[ExperimentCardV1 | None], text: str
 ) -> list[SearchHit]:
@@ -95,62 +85,16 @@ def confirmed(
     return hits
 
 
-def newest(cards: Iterable[ExperimentCardV1], count: int) -> list[ExperimentCardV1]:
-    """The `count` most recently updated cards (ties: the smaller experiment id)."""
-    return heapq.nsmallest(count, cards, key=_recency)
-
-
-def _recency(card: ExperimentCardV1) -> tuple[int, str]:
-    return (-order_key(card)[0], card.experiment_id)
-
-
 class Catalog:
-    """An in-memory index of at most `max_cards` parsed cards of one project."""
+    """An in-memory index of parsed cards (the demo, the tests): unbounded, never saved."""
 
-    def __init__(self, *, max_cards: int, skipped: int = 0) -> None:
-        """Create an empty catalog; `build` is the usual way to get one.
-
-        Raises:
-            InvalidInput: `max_cards` is below 1 or `skipped` is negative.
-        """
-        if max_cards < 1 or skipped < 0:
-            raise InvalidInput("max_cards must be positive and skipped not negative")
-        self._max_cards = max_cards
-        self._skipped = skipped
-        self._overflow = 0
-        self._cards: dict[str, ExperimentCardV1] = {}
+    def __init__(self, cards: Iterable[ExperimentCardV1] = ()) -> None:
+        """Index `cards`; of two with one experiment id, the later one wins, as with `put`."""
+        self._cards = {card.experiment_id: card for card in cards}
         self._engine = Engine.memory()
-
-    @classmethod
-    def build(
-        cls, cards: Iterable[ExperimentCardV1], *, max_cards: int, skipped: int = 0
-    ) -> Catalog:
-        """Index the newest `max_cards` distinct cards; count the rest in `overflow`.
-
-        Of two cards with one experiment id, the later one in `cards` wins, as with `put`.
-
-        Raises:
-            InvalidInput: `max_cards` is below 1 or `skipped` is negative.
-        """
-        catalog = cls(max_cards=max_cards, skipped=skipped)
-        latest = {card.experiment_id: card for card in cards}
-        kept = newest(latest.values(), max_cards)
-        catalog._overflow = len(latest) - len(kept)
-        with catalog._engine.writing() as writer:
-            for card in kept:
-                catalog._cards[card.experiment_id] = card
-                writer.put(card)
-        return catalog
-
-    @property
-    def skipped(self) -> int:
-        """Malformed or unsupported card files the caller skipped while reading."""
-        return self._skipped
-
-    @property
-    def overflow(self) -> int:
-        """Cards not indexed because the catalog already held `max_cards` newer ones."""
-        return self._overflow
+        with self._engine.writing() as writer:
+            for card in self._cards.values():
+                writer.add(card)
 
     def __len__(self) -> int:
         return len(self._cards)
@@ -160,22 +104,10 @@ class Catalog:
         return self._cards.get(experiment_id)
 
     def put(self, card: ExperimentCardV1) -> None:
-        """Add a card, or replace the card with the same experiment id.
-
-        When the catalog is full, a new card evicts the oldest one if it is newer, and is
-        otherwise left out; either way `overflow` counts one more card.
-        """
-        key = card.experiment_id
+        """Add a card, or replace the card with the same experiment id."""
         with self._engine.writing() as writer:
-            if key not in self._cards and len(self._cards) >= self._max_cards:
-                self._overflow += 1
-                oldest = max(self._cards.values(), key=_recency)
-                if _recency(card) > _recency(oldest):
-                    return
-                del self._cards[oldest.experiment_id]
-                writer.delete(oldest.experiment_id)
-            self._cards[key] = card
             writer.put(card)
+        self._cards[card.experiment_id] = card
 
     def search(self, query: str, *, limit: int) -> list[SearchHit]:
         """Exact matches first, then BM25 lexical matches, at most `limit` hits in all.
@@ -185,5 +117,5 @@ class Catalog:
                 below 1.
         """
         text = checked_query(query, limit)
-        ranking = ranked(self._engine, text, limit)
+        ranking = self._engine.ranked(text, limit)
         return confirmed(ranking, [self._cards.get(key) for key, _, _ in ranking], text)

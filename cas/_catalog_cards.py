@@ -60,11 +60,6 @@ class HitCards:
     def __len__(self) -> int:
         return len(self._kept)
 
-    def clear(self) -> None:
-        """Forget every kept card."""
-        with self._lock:
-            self._kept.clear()
-
     def load(self, store: CardSource, ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
         """Each card as its file holds it now; None for one absent or unusable."""
         from cas._local_store import RACY_NS, ProjectStore  # loaded already for a local store

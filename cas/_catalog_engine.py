@@ -214,38 +214,28 @@ class Engine:
             _trim()
         self.reload()
 
-    def exact(self, text: str, limit: int) -> list[str]:
-        """The newest `limit` cards that `text` names exactly (ties: the smaller id first)."""
-        query = self._exact_query(text)
-        with _translated("searched"):
-            hits = self._top(query, limit, by_recency=True)
-            return [self._id(address) for _, address in hits]
+    def ranked(self, text: str, limit: int) -> list[tuple[str, float, bool]]:
+        """(experiment id, score, exact) of the best `limit` hits.
 
-    def lexical(self, text: str, limit: int, *, skip_exact: bool) -> list[tuple[str, float]]:
-        """The best `limit` BM25 hits, scored against the best hit of all (so in (0, 1]).
-
-        `skip_exact` leaves out the cards that `text` names exactly (they are listed first).
+        First the newest cards `text` names exactly (score 1.0), then the best BM25 hits of the
+        rest, scored against the best BM25 hit of all (exact ones included), so in (0, 1]. One
+        search of the words: the exact hits it finds are skipped, never searched for again.
         """
         with _translated("searched"):
-            words = self._words_query(text)
-            if words is None:
-                return []
-            query = words
-            if skip_exact:  # the best score is still the best of all, exact hits included
-                best = self._searcher.search(words, 1, count=False).hits
-                query = tantivy.Query.boolean_query(
-                    [(tantivy.Occur.Must, words), (tantivy.Occur.MustNot, self._exact_query(text))]
-                )
-            hits = self._top(query, limit, by_recency=False)
-            if not skip_exact:
-                best = hits[:1]
-            if not best:
-                return []
-            top = float(best[0][0])
-            return [(self._id(address), min(float(score) / top, 1.0)) for score, address in hits]
+            exact = [self._id(address) for _, address in self._top(self._exact_query(text), limit)]
+            hits = [(key, 1.0, True) for key in exact]
+            words = self._words_query(text) if len(hits) < limit else None
+            found = [] if words is None else self._top(words, limit, by_score=True)
+            for score, address in found:
+                if len(hits) == limit:
+                    break
+                key = self._id(address)
+                if key not in exact:
+                    hits.append((key, min(float(score) / float(found[0][0]), 1.0), False))
+            return hits
 
     def _top(
-        self, query: tantivy.Query, limit: int, *, by_recency: bool
+        self, query: tantivy.Query, limit: int, *, by_score: bool = False
     ) -> list[tuple[float, tantivy.DocAddress]]:
         """The best `limit` hits by (score or recency, recency, smaller id).
 
@@ -254,21 +244,27 @@ class Engine:
         the last one fetched ties with the limit's, more are fetched (up to `MAX_TIED`), so every
         tied hit is ordered by recency and id.
         """
-        order = "updated" if by_recency else None
+        order = None if by_score else "updated"
         fetch = max(limit, min(4 * limit, MAX_TIED)) + 1
         while True:
             hits = self._searcher.search(query, fetch, count=False, order_by_field=order).hits
             if len(hits) < fetch or hits[limit - 1][0] != hits[-1][0] or fetch >= MAX_TIED:
                 break
             fetch = min(fetch * 4, MAX_TIED)
-        addresses = [address for _, address in hits]
-        updated = self._searcher.fast_field_values("updated", addresses)
-        ranks = self._searcher.fast_field_values("rank", addresses)
-        keyed = sorted(
-            zip(hits, updated, ranks, strict=True),
-            key=lambda item: (-item[0][0], -(item[1] or 0), item[2] or 0),
-        )
-        return [hit for hit, _, _ in keyed[:limit]]
+        if not hits:
+            return []
+        floor = hits[min(limit, len(hits)) - 1][0]
+        hits = [hit for hit in hits if hit[0] >= floor]  # the rest cannot reach the limit
+        if len({key for key, _ in hits}) < len(hits):  # ties: recency, then the smaller id
+            addresses = [address for _, address in hits]
+            updated = self._searcher.fast_field_values("updated", addresses)
+            ranks = self._searcher.fast_field_values("rank", addresses)
+            keyed = sorted(
+                zip(hits, updated, ranks, strict=True),
+                key=lambda item: (-item[0][0], -(item[1] or 0), item[2] or 0),
+            )
+            hits = [hit for hit, _, _ in keyed]
+        return hits[:limit]
 
     def _id(self, address: tantivy.DocAddress) -> str:
         raw = self._searcher.doc(address).get_first("id")

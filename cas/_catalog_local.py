@@ -24,7 +24,7 @@ import msgspec
 from cards.errors import ArtifactError, StoreIOError
 from cas import _catalog_files as files
 from cas import _catalog_table as card_table
-from cas._catalog import SearchHit, checked_query, confirmed, ranked
+from cas._catalog import SearchHit, checked_query, confirmed
 from cas._catalog_cards import HIT_CARDS, HitCards
 from cas._catalog_engine import FORMAT, CatalogDamaged, Engine, Writer
 from cas._catalog_files import Head
@@ -157,11 +157,6 @@ class LocalCatalog:
         """How many valid cards are in each index state, by state name."""
         return {} if self._head is None else dict(sorted(self._head.states.items()))
 
-    def problems(self) -> dict[str, str]:
-        """Skipped card file name -> error code."""
-        table = self._loaded_table() or {}
-        return {name: row.problem for name, row in table.items() if row.problem is not None}
-
     # -- keeping up ------------------------------------------------------------------------
 
     def refresh(self, *, force: bool = False) -> bool:
@@ -185,10 +180,6 @@ class LocalCatalog:
         if self._head is not None and self._head.generation:
             self._engine = self._head = self._table = None  # saved and behind: not ours to fix
         return self._catch_up(token, force)
-
-    def put(self, card: ExperimentCardV1) -> None:
-        """Index a card this process just committed (found through the card log)."""
-        self.refresh()
 
     def _current(self, token: str | None) -> bool:
         head = self._head
@@ -364,7 +355,7 @@ class LocalCatalog:
         hits: list[SearchHit] = []
         for attempt in range(3):
             try:
-                ranking = [] if self._engine is None else ranked(self._engine, text, limit)
+                ranking = [] if self._engine is None else self._engine.ranked(text, limit)
             except CatalogDamaged:
                 if attempt == 2:
                     raise

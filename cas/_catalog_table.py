@@ -86,22 +86,28 @@ def bound(table: Table, max_cards: int, changes: Changes) -> list[str]:
     Every row ends marked as the index will hold it once `changes` and the loaded cards are
     written.
     """
-    valid = {name: row for name, row in table.items() if row.problem is None}
-    keep = set(heapq.nsmallest(max_cards, valid, key=lambda n: (-valid[n].updated, valid[n].rank)))
+    valid = [name for name, row in table.items() if row.problem is None]
+    keep = None  # all of them: no ranking needed (the usual case)
+    if len(valid) > max_cards:
+        keep = set(
+            heapq.nsmallest(max_cards, valid, key=lambda n: (-table[n].updated, table[n].rank))
+        )
     missing = []
-    for name, row in valid.items():
-        key = name.removesuffix(CARD_SUFFIX)
-        if name not in keep:
-            if row.indexed or key in changes.puts:
-                changes.puts.pop(key, None)
-                changes.deletes.add(key)
-                changes.changed = True
-            row.indexed = False
-        else:
-            if not row.indexed and key not in changes.puts:
+    for name in valid:
+        row = table[name]
+        if keep is None or name in keep:
+            key = None if row.indexed else name.removesuffix(CARD_SUFFIX)
+            if key is not None and key not in changes.puts:
                 missing.append(key)
                 changes.changed = True
             row.indexed = True
+            continue
+        key = name.removesuffix(CARD_SUFFIX)
+        if row.indexed or key in changes.puts:
+            changes.puts.pop(key, None)
+            changes.deletes.add(key)
+            changes.changed = True
+        row.indexed = False
     return missing
 
 

@@ -55,5 +55,4 @@ class LiveCatalog:
 
     def put(self, card: ExperimentCardV1) -> None:
         """Index a card this process just committed, without waiting for the next search."""
-        with self._lock:
-            self.catalog.put(card)
+        self.refresh()  # found through the card log

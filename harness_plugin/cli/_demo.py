@@ -102,13 +102,13 @@ def _run(
     experiment = recorded.card.experiment_id
 
     scan = store.scan_cards()
-    catalog = Catalog.build(scan.cards, max_cards=store.limits.cards_per_project)
+    catalog = Catalog(scan.cards)
     found = catalog.search("cohort treatment response", limit=5)
     hits = [_views.local_hit(h) for h in found]
     steps.append({"step": "search", "hits": hits})
     say("\n4. A later session searches the local cards for 'cohort treatment response'")
     say(_command("artmem search 'cohort treatment response'"))
-    say("\n".join(_views.search_lines(hits, catalog.skipped)))
+    say("\n".join(_views.search_lines(hits, len(scan.problems))))
 
     for label, current in (("5", SNAPSHOT), ("6", "warehouse-snapshot-2026-12-01")):
         resolved = store.resolve(experiment, current)

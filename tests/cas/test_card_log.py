@@ -53,10 +53,9 @@ def _assert_equals_a_full_scan(catalog: LocalCatalog, store) -> None:
     """The catalog answers exactly as one built by listing and reading every card file."""
     full = LocalCatalog(store, None)
     full.refresh(force=True)
-    fresh = Catalog.build(store.scan_cards().cards, max_cards=100)
+    fresh = Catalog(store.scan_cards().cards)
     assert (catalog.cards, catalog.skipped, len(catalog)) == (full.cards, full.skipped, len(full))
     assert catalog.index_states() == full.index_states()
-    assert catalog.problems() == full.problems()
     ids = [card.experiment_id for card in store.scan_cards().cards]
     for query in [*QUERIES, *ids]:
         assert catalog.search(query, 10) == fresh.search(query, limit=10), query

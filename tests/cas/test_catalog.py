@@ -60,8 +60,8 @@ def ids(hits: Sequence[SearchHit]) -> list[str]:
     return [hit.card.experiment_id for hit in hits]
 
 
-def catalog_of(*cards: ExperimentCardV1, max_cards: int = 100) -> Catalog:
-    return Catalog.build(cards, max_cards=max_cards)
+def catalog_of(*cards: ExperimentCardV1) -> Catalog:
+    return Catalog(cards)
 
 
 # -- exact matches ---------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def test_search_respects_the_limit_and_no_match_is_empty() -> None:
     assert catalog.search("platypus", limit=4) == []
 
 
-# -- put, get and bounds ---------------------------------------------------------------------
+# -- put and get ---------------------------------------------------------------------
 
 
 def test_put_replacing_a_card_drops_its_old_words() -> None:
@@ -225,32 +225,16 @@ def test_get_returns_none_for_an_unknown_id() -> None:
     assert catalog_of(make_card(1)).get(make_card(2).experiment_id) is None
 
 
-def test_build_keeps_the_newest_cards_and_counts_the_overflow() -> None:
-    cards = [make_card(n, minutes=n) for n in range(5)]
-    catalog = Catalog.build(reversed(cards), max_cards=3, skipped=2)
-    assert (len(catalog), catalog.overflow, catalog.skipped) == (3, 2, 2)
-    assert [catalog.get(c.experiment_id) for c in cards] == [None, None, *cards[2:]]
-
-
-def test_build_counts_a_repeated_card_once_and_keeps_the_later_copy() -> None:
+def test_of_two_cards_with_one_id_the_later_is_indexed() -> None:
     first, second = make_card(1, title="First"), make_card(1, title="Second")
-    catalog = Catalog.build([first, second], max_cards=1)
-    assert (len(catalog), catalog.overflow, catalog.get(first.experiment_id)) == (1, 0, second)
-
-
-def test_put_into_a_full_catalog_evicts_the_oldest_card_for_a_newer_one() -> None:
-    old, mid = make_card(1, minutes=1), make_card(2, minutes=2)
-    catalog = catalog_of(old, mid, max_cards=2)
-    catalog.put(make_card(3, minutes=3))
-    assert (len(catalog), catalog.overflow, catalog.get(old.experiment_id)) == (2, 1, None)
-    catalog.put(make_card(4, minutes=0))
-    assert (len(catalog), catalog.overflow, catalog.get(make_card(4).experiment_id)) == (2, 2, None)
-    assert catalog.search(old.query_fingerprint, limit=1) == []
+    catalog = catalog_of(first, second)
+    assert (len(catalog), catalog.get(first.experiment_id)) == (1, second)
+    assert catalog.search("first", limit=5) == []
 
 
 def test_an_empty_catalog_finds_nothing() -> None:
-    assert len(Catalog(max_cards=1)) == 0
-    assert Catalog(max_cards=1).search("cohort", limit=3) == []
+    assert len(Catalog()) == 0
+    assert Catalog().search("cohort", limit=3) == []
 
 
 # -- invalid input ---------------------------------------------------------------------------
@@ -267,12 +251,6 @@ def test_blank_or_overlong_queries_are_invalid(query: str) -> None:
 def test_a_limit_below_one_is_invalid(limit: int) -> None:
     with pytest.raises(InvalidInput):
         catalog_of(make_card(1)).search("cohort", limit=limit)
-
-
-@pytest.mark.parametrize(("max_cards", "skipped"), [(0, 0), (1, -1)])
-def test_bounds_must_be_sensible(max_cards: int, skipped: int) -> None:
-    with pytest.raises(InvalidInput):
-        Catalog.build([], max_cards=max_cards, skipped=skipped)
 
 
 # -- properties ------------------------------------------------------------------------------
@@ -326,7 +304,7 @@ def test_every_hit_is_exact_or_shares_a_token_and_hits_are_ranked(
     data: st.DataObject, cards: list[ExperimentCardV1], limit: int
 ) -> None:
     query = data.draw(_queries(cards))
-    hits = Catalog.build(cards, max_cards=100).search(query, limit=limit)
+    hits = Catalog(cards).search(query, limit=limit)
     assert len(hits) <= limit and len(set(ids(hits))) == len(hits)
     for hit in hits:
         assert 0.0 <= hit.score <= 1.0
@@ -369,7 +347,7 @@ def test_lexical_ranking_equals_plain_bm25_over_every_card(
     data: st.DataObject, cards: list[ExperimentCardV1], limit: int
 ) -> None:
     query = data.draw(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=5).map(" ".join))
-    hits = Catalog.build(cards, max_cards=100).search(query, limit=limit)
+    hits = Catalog(cards).search(query, limit=limit)
     reference = _reference_bm25(cards, query)
     lexical = [hit for hit in hits if not hit.exact]
     exact = set(ids(hits)) - set(ids(lexical))
@@ -388,12 +366,12 @@ def test_puts_in_any_order_find_what_a_fresh_build_finds(
     first: list[ExperimentCardV1], second: list[ExperimentCardV1], rng: random.Random
 ) -> None:
     final = {card.experiment_id: card for card in first + second}
-    grown = Catalog.build(first, max_cards=100)
+    grown = Catalog(first)
     for card in second:
         grown.put(card)
     shuffled = list(final.values())
     rng.shuffle(shuffled)
-    fresh = Catalog.build(shuffled, max_cards=100)
+    fresh = Catalog(shuffled)
     assert len(grown) == len(fresh) == len(final)
     for query in [*_WORDS, *_TAGS, "alpha beta", "x1 Cohort gamma", "unknown", "v2"]:
         got, want = grown.search(query, limit=20), fresh.search(query, limit=20)

@@ -39,7 +39,7 @@ def test_a_saved_catalog_ranks_exactly_like_a_fresh_build(ws, tmp_path):
     state = str(tmp_path / "state")
     first = LocalCatalog.open(store, state)
     reloaded = LocalCatalog(store, state)  # loaded, not refreshed
-    fresh = Catalog.build(store.scan_cards().cards, max_cards=100)
+    fresh = Catalog(store.scan_cards().cards)
     assert len(reloaded) == len(cards)
     for query in [*WORDS, cards[3].experiment_id, cards[2].query_fingerprint, "T1"]:
         expected = fresh.search(query, limit=5)
@@ -125,7 +125,6 @@ def test_status_counts_come_from_the_catalog_with_bad_files_skipped(ws, tmp_path
     (cards / f"exp_{'a' * 52}.json").write_text("{broken")
     catalog = LocalCatalog.open(store, str(tmp_path / "state"))
     assert (catalog.cards, catalog.skipped, catalog.index_states()) == (3, 2, {"disabled": 3})
-    assert set(catalog.problems()) == {"not-a-card.json", f"exp_{'a' * 52}.json"}
     (cards / "not-a-card.json").unlink()
     assert LocalCatalog.open(store, str(tmp_path / "state")).skipped == 1
 
@@ -163,11 +162,11 @@ def test_a_read_only_catalog_writes_nothing(ws, tmp_path):
     assert sorted((p, p.stat().st_mtime_ns) for p in state.rglob("*")) == before
 
 
-def test_a_put_card_is_found_before_any_search_refresh(ws, tmp_path):
+def test_a_recorded_card_is_found_once_refreshed_and_by_a_new_catalog(ws, tmp_path):
     store = ws.store()
     catalog = LocalCatalog.open(store, str(tmp_path / "state"))
     card = record_numbered(ws, store, 1, title="Echidna survey")
-    catalog.put(card)
+    catalog.refresh()
     assert hit_ids(catalog.search("echidna", 5)) == [card.experiment_id]
     assert LocalCatalog(store, str(tmp_path / "state")).get(card.experiment_id) == card
 

@@ -76,7 +76,7 @@ def test_a_footed_record_takes_columns_and_shape_from_its_footer(ws, store, name
     assert recorded.card.columns == ["subject_id", "dose_mg", "responder"]
     assert recorded.card.shape == [5, 3]
     assert recorded.warnings == ()
-    catalog = Catalog.build([recorded.card], max_cards=10)
+    catalog = Catalog([recorded.card])
     assert [hit.card for hit in catalog.search("dose_mg", limit=5)] == [recorded.card]
 
 
