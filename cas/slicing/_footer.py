@@ -10,7 +10,11 @@ Reading is `describe` on the staged file: every byte proven against the manifest
 in the bounded child of `_isolated`. pyarrow is imported only in that child, before its memory
 bound: the recording process never loads it and keeps its small footprint. A table that cannot
 be read (hostile, truncated, too wide, too slow) never fails the record: it is recorded without
-the derived fields, and the record says why in a warning.
+the derived fields, and the record says why in a warning; except when the caller declared how
+a CSV is read (`CardMetadata.table_read`): the table is then read with those options, and a
+record whose options the table refuses (a column it lacks, a value a declared type cannot hold
+in a file typed over its whole length) fails, saying so, rather than keep options no read could
+use.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ import msgspec
 
 from cards import CardMetadata, ExperimentCardV1, Limits
 from cards.card import Column
-from cards.errors import ArtifactError, TableUnreadable
+from cards.errors import ArtifactError, InvalidInput, TableUnreadable
+from cards.table_read import TableRead
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
-from cas.slicing._media import ARROW_FILE, PARQUET, SUPPORTED_MEDIA_TYPES
+from cas.slicing._media import ARROW_FILE, DELIMITERS, PARQUET, SUPPORTED_MEDIA_TYPES
 from fsedge import parse_manifest
 
 if TYPE_CHECKING:  # loaded by the first table read: a record of other bytes never needs them
@@ -56,6 +61,8 @@ def wanted(metadata: CardMetadata, existing: ExperimentCardV1 | None) -> bool:
     if metadata.media_type not in SUPPORTED_MEDIA_TYPES:
         return False
     given = metadata.given
+    if "table_read" in given and metadata.table_read is not None:
+        return True  # the declared options are checked against the table
     columns = "columns" not in given and (existing is None or not existing.columns)
     shape = "shape" not in given and (existing is None or existing.shape is None)
     return columns or (shape and metadata.media_type in (PARQUET, ARROW_FILE))  # rows counted
@@ -89,13 +96,24 @@ def measure(
 
     A table that cannot be read gives no facts and a warning saying why.
     """
+    declared = metadata.table_read if "table_read" in metadata.given else None
+    if declared is not None and metadata.media_type not in DELIMITERS:
+        raise InvalidInput(
+            f"--csv-type and --csv-null apply to CSV and TSV files; this one is "
+            f"{metadata.media_type} (give --media-type text/csv if it is a CSV)"
+        )
     if metadata.media_type == NPY:
         return _npy_measured(fd, metadata, existing)
     if not wanted(metadata, existing):
         return NOT_MEASURED
     try:
-        return Measured(read_facts(fd, manifest, metadata.media_type, limits))
+        return Measured(read_facts(fd, manifest, metadata.media_type, limits, declared))
     except ArtifactError as exc:
+        if declared is not None and isinstance(exc, InvalidInput | TableUnreadable):
+            exc.message = (
+                f"the declared csv types or null tokens do not fit the file: {exc.message}"
+            )
+            raise
         return Measured(
             None,
             (
@@ -154,7 +172,11 @@ def npy_header(fd: int) -> tuple[str, tuple[int, ...]]:
 
 
 def read_facts(
-    fd: int, manifest: bytes, media_type: str, limits: SliceLimits = FOOTER_LIMITS
+    fd: int,
+    manifest: bytes,
+    media_type: str,
+    limits: SliceLimits = FOOTER_LIMITS,
+    read: TableRead | None = None,
 ) -> TableFacts:
     """Read the column names and row count of the table open at `fd` (never closed here).
 
@@ -174,7 +196,7 @@ def read_facts(
         os.dup(fd), parse_manifest(manifest), max_read_bytes=limits.max_read_bytes
     )
     try:
-        work = functools.partial(_facts_in_child, reader, media_type, limits)
+        work = functools.partial(_facts_in_child, reader, media_type, limits, read)
         bounds = Bounds(limits.max_seconds, limits.max_memory_bytes, _ANSWER_BYTES)
         answer = run_bounded(work, reader, bounds, prepare=_load_readers)
     finally:
@@ -188,11 +210,13 @@ def _load_readers() -> None:
     import_readers()
 
 
-def _facts_in_child(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
+def _facts_in_child(
+    reader: VerifiedReader, media_type: str, limits: SliceLimits, read: TableRead | None
+) -> Answer:
     from cas.slicing._answer import Answer
     from cas.slicing._slice import describe_work
 
-    info = describe_work(reader, media_type, limits).value
+    info = describe_work(reader, media_type, limits, read).value
     assert isinstance(info, dict)
     names = [str(field["name"])[:MAX_NAME_CHARS] for field in info["fields"]]
     return Answer({"columns": names, "width": len(names), "rows": info["num_rows"]})

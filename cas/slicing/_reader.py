@@ -25,6 +25,7 @@ import xxhash
 
 import fsedge as _fs
 from cards.errors import ArtifactError, IntegrityError, ObjectMissing, StoreIOError, TableTooLarge
+from cards.table_read import TableRead
 from cas.slicing._threads import Passed
 from fsedge import ChunkManifest, chunk_count, parse_manifest
 
@@ -68,7 +69,8 @@ class SliceSource(msgspec.Struct, frozen=True):
 
     `size`, `media_type` and `chunk_manifest_sha256` are the card's facts about the bytes.
     With `remote`, the bytes and the manifest come from there, and the paths only say where a
-    verified local copy would be.
+    verified local copy would be. `table_read` is how the card says a CSV or TSV is read
+    (declared column types and null tokens), for every read of it.
 
     The store builds one after checking the card's scope (`ProjectStore.locate`); the kernel
     builds one from a resolve result the host verified.
@@ -80,6 +82,7 @@ class SliceSource(msgspec.Struct, frozen=True):
     media_type: str
     chunk_manifest_sha256: str
     remote: RemoteBytes | None = None
+    table_read: TableRead | None = None
 
 
 class ReadStats(msgspec.Struct):
