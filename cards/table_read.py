@@ -189,14 +189,12 @@ def merged(card: TableRead | None, call: TableRead | None) -> TableRead | None:
 
 
 def read_lines(read: TableRead | None) -> list[str]:
-    """How `show` prints declared read options (nothing when there are none)."""
+    """How `show` prints declared read options (no line when there are none)."""
     if read is None:
         return []
     lines = []
     if read.types:
-        lines.append(
-            "declared types: " + ", ".join(f"{excerpt(n)} {t}" for n, t in read.types.items())
-        )
+        lines.append("csv types   " + ", ".join(f"{excerpt(n)} {t}" for n, t in read.types.items()))
     if read.nulls:
-        lines.append("declared null tokens: " + ", ".join(excerpt(t) for t in read.nulls))
+        lines.append("csv nulls   " + ", ".join(excerpt(t) for t in read.nulls))
     return lines

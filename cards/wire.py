@@ -111,6 +111,11 @@ class CardView(BaseModel):
     created_at: str
     updated_at: str
     trust: Trust = UNTRUSTED
+    table_read: dict[str, dict[str, str] | list[str]] | None = Field(
+        default=None,
+        description="declared CSV column types and null tokens (`types`, `nulls`): every "
+        "slice of the result reads with them",
+    )
 
 
 class ResolveResult(BaseModel):

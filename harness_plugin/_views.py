@@ -26,7 +26,7 @@ def card_view(card: ExperimentCardV1) -> dict[str, object]:
     The views are JSON-ready dicts in the shapes of `cards.wire` (`CardView` here), which the
     tools validate them against; the CLI prints them as they are, without loading pydantic.
     """
-    return {
+    view: dict[str, object] = {
         "title": card.title,
         "summary": card.summary,
         "source": card.source,
@@ -37,7 +37,11 @@ def card_view(card: ExperimentCardV1) -> dict[str, object]:
         "created_at": iso(card.created_at),
         "updated_at": iso(card.updated_at),
         "trust": UNTRUSTED,
+        "table_read": None,  # how every read of a CSV reads it, a kernel's too
     }
+    if card.table_read is not None:
+        view["table_read"] = {"types": dict(card.table_read.types), "nulls": card.table_read.nulls}
+    return view
 
 
 def artifact_view(card: ExperimentCardV1) -> dict[str, object]:

@@ -264,9 +264,35 @@ def with_facts(
             updates["shape"] = list(facts.shape)
         elif facts.rows is not None:
             updates["shape"] = [facts.rows, facts.width]
+    if "summary" in metadata.defaults and existing is None:
+        updates["summary"] = f"{metadata.summary} {shape_sentence(metadata.media_type, facts)}"
     if not updates:
         return metadata, warnings
     return metadata.with_values(updates, given=True), warnings  # checked by the card's rules
+
+
+_KINDS = {
+    PARQUET: "A Parquet table",
+    ARROW_FILE: "An Arrow IPC table",
+    "text/csv": "A CSV table",
+    "text/tab-separated-values": "A TSV table",
+    "application/jsonl": "A JSON Lines table",
+    "application/x-ndjson": "A JSON Lines table",
+}
+_NAMED = 8  # column names a default summary lists
+
+
+def shape_sentence(media_type: str, facts: TableFacts) -> str:
+    """What a table is, in a sentence, for a summary a person left to its default."""
+    if facts.shape is not None:
+        return f"A NumPy array of shape {' × '.join(f'{n:,}' for n in facts.shape)}."
+    kind = _KINDS.get(media_type, "A table")
+    rows = "" if facts.rows is None else f", {facts.rows:,} row{'s' * (facts.rows != 1)}"
+    fit = [name for name in facts.columns[: 4 * _NAMED] if _fits(name)][:_NAMED]
+    names = [name if len(name) <= 40 else name[:39] + "…" for name in fit]
+    listed = ", ".join(names) + (", …" if facts.width > len(names) else "")
+    columns = f"{facts.width:,} column{'s' * (facts.width != 1)}"
+    return f"{kind}{rows}, {columns}" + (f": {listed}." if listed else ".")
 
 
 def card_columns(facts: TableFacts, limits: Limits) -> tuple[list[str], tuple[str, ...]]:

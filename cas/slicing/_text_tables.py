@@ -101,7 +101,7 @@ class CsvTable:
         binary = [f.name for f in inferred if pa.types.is_binary(f.type)]
         if binary:
             raise TableUnreadable(f"column {excerpt(binary[0])} holds text that is not UTF-8")
-        self.declared = {} if read is None else dict(read.types)
+        self.declared: dict[str, str] = {} if read is None else dict(read.types)
         """The declared type of each column the card (or the read) declares one for."""
         _check_declared(self.declared, inferred.names)
         self.schema = pa.schema([_typed(f, self.declared) for f in inferred])
@@ -149,10 +149,11 @@ class CsvTable:
         field = self.schema.field(drift.column)
         if field.name in self.declared:
             name = excerpt(field.name)
+            flag = f"{field.name if field.name.isidentifier() else name}=string"
             raise TableUnreadable(
                 f"column {name} {drift.found}, which does not fit its declared type "
                 f"{self.declared[field.name]} (a declared type is never widened: declare "
-                f"another, e.g. --csv-type {name}=string, or a null token with --csv-null)"
+                f"another, e.g. --csv-type {flag}, or a null token with --csv-null)"
             ) from drift
         wider = _WIDER.get(field.type, pa.string())
         if field.type == wider:
