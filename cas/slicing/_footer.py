@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -44,6 +45,7 @@ MAX_NPY_HEADER = 64 << 10
 MAX_NPY_DIMENSIONS = 8  # as many as a card's shape holds
 NPY = "application/x-npy"
 _ANSWER_BYTES = 8 << 20
+_NOTE_CHARS = 400
 
 
 class TableFacts(msgspec.Struct, frozen=True):
@@ -54,6 +56,8 @@ class TableFacts(msgspec.Struct, frozen=True):
     rows: int | None
     shape: tuple[int, ...] | None = None
     """An array's whole shape (a `.npy` header's), which a card takes as it is."""
+    widened: tuple[str, ...] = ()
+    """A CSV's columns read wider than their first block said (`CsvTable.notes`)."""
 
 
 def wanted(metadata: CardMetadata, existing: ExperimentCardV1 | None) -> bool:
@@ -79,7 +83,9 @@ class Measured(msgspec.Struct, frozen=True):
     ) -> tuple[CardMetadata, tuple[str, ...]]:
         """`metadata` completed by `with_facts`, and every warning for the record."""
         merged, filled = with_facts(metadata, self.facts, existing, limits)
-        return merged, (*self.warnings, *filled)
+        widened = () if self.facts is None else self.facts.widened
+        hint = "; every read does the same (declare a type with --csv-type to choose another)"
+        return merged, (*self.warnings, *filled, *(note + hint for note in widened))
 
 
 NOT_MEASURED = Measured()
@@ -219,21 +225,41 @@ def _facts_in_child(
     info = describe_work(reader, media_type, limits, read).value
     assert isinstance(info, dict)
     names = [str(field["name"])[:MAX_NAME_CHARS] for field in info["fields"]]
-    return Answer({"columns": names, "width": len(names), "rows": info["num_rows"]})
+    widened = [_without_value(str(note))[:_NOTE_CHARS] for note in info["notes"]]
+    widened = [note for note in widened if note]
+    return Answer(
+        {"columns": names, "width": len(names), "rows": info["num_rows"], "widened": widened}
+    )
+
+
+_WIDENED = re.compile(r"(column .*) holds .* (on line \d+|after the first block): read as (.*)")
+
+
+def _without_value(note: str) -> str:
+    """A widening note without the cell value it quotes (a record's warning may reach a model)."""
+    found = _WIDENED.fullmatch(note)
+    if found is None:
+        return ""
+    column, where, types = found.groups()
+    return f"{column} is read as {types}: a value {where} does not fit"
 
 
 def _facts_from_answer(value: object) -> TableFacts:
     """Check the child's answer: a child that read a hostile table is not trusted blindly."""
     if isinstance(value, dict):
         names, width, rows = value.get("columns"), value.get("width"), value.get("rows")
+        widened = value.get("widened", [])
         if (
             isinstance(names, list)
             and all(isinstance(name, str) for name in names)
             and isinstance(width, int)
             and width == len(names)
             and (rows is None or (isinstance(rows, int) and rows >= 0))
+            and isinstance(widened, list)
+            and len(widened) <= width
+            and all(isinstance(n, str) and len(n) <= _NOTE_CHARS for n in widened)
         ):
-            return TableFacts(tuple(names), width, rows)
+            return TableFacts(tuple(names), width, rows, widened=tuple(widened))
     raise TableUnreadable("the table's reader answered nonsense")
 
 

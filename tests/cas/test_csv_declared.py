@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from conftest import metadata_fields
 
+from cards import parse_metadata
 from cards.errors import TableUnreadable
 from cards.table_read import TableRead
+from cas import Provenance
 from cas.slicing._export import export_slice
 from cas.slicing._limits import SliceLimits
 from cas.slicing._media import CSV
@@ -32,6 +35,15 @@ def drifting() -> bytes:
     lines += [f"{i},{i}" for i in range(DRIFT)]
     lines += [f"{i},{i}.5" if i % 2 else f"{i},missing" for i in range(DRIFT, ROWS)]
     return ("\n".join(lines) + "\n").encode()
+
+
+def record_without_columns(ws, store, name: str, read: dict | None = None):
+    """A record whose card's columns come from the table (so the store reads it)."""
+    fields = metadata_fields(query_fingerprint="c" * 64)
+    del fields["columns"]
+    if read is not None:
+        fields["table_read"] = read
+    return store.record(str(ws.rlm_root), Provenance(session_id="s1"), parse_metadata(fields), name)
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +102,30 @@ def test_a_value_the_declared_type_cannot_hold_fails_the_slice_that_meets_it(ws,
         "missing",
         f"{DRIFT + 1}.5",
     ]
+
+
+def test_a_second_experiment_of_the_same_csv_bytes_is_still_a_csv(ws, data):
+    """The deduplicating path (a stored object of the same size) detected by the source's name:
+    it used to pass no name, and a CSV known by its extension became application/octet-stream."""
+    store = ws.store()
+    ws.export("big.csv", data)
+    first = ws.record(store, "big.csv", query_fingerprint="a" * 64).card
+    ws.export("again.csv", data)
+    second = ws.record(store, "again.csv", query_fingerprint="b" * 64)
+    assert second.deduplicated and second.card.experiment_id != first.experiment_id
+    assert first.artifact.media_type == second.card.artifact.media_type == CSV
+
+
+def test_a_record_says_which_columns_a_csv_widens_without_quoting_a_value(ws):
+    store = ws.store()
+    rows = 600_000  # past the first two blocks a record reads (2 x ~2 MB), within 8 MiB
+    body = b"".join(b"%d,%d\n" % (i, i) for i in range(rows))
+    ws.export("w.csv", b"id,x\n" + body + b"%d,0.5\n" % rows)
+    recorded = record_without_columns(ws, store, "w.csv")
+    (warning,) = (w for w in recorded.warnings if "read as" in w)
+    line = rows + 2
+    assert warning.startswith(f"column 'x' is read as double, not int64: a value on line {line}")
+    assert "0.5" not in warning and "--csv-type" in warning
+    declared = record_without_columns(ws, store, "w.csv", {"types": {"x": "float64"}})
+    assert declared.card.columns == ["id", "x"]
+    assert not [w for w in declared.warnings if "read as" in w]
