@@ -28,7 +28,7 @@ def described(args: argparse.Namespace) -> tuple[dict[str, object], frozenset[st
         InvalidInput: both or neither of `--query` and `--query-fingerprint` are given, or the
             query text is too long.
     """
-    name = os.path.basename(str(args.path).rstrip("/")) or str(args.path)
+    name = _printable_name(str(args.path))
     fields: dict[str, object] = {
         "query_fingerprint": _fingerprint(args),
         "source": args.source,
@@ -38,13 +38,20 @@ def described(args: argparse.Namespace) -> tuple[dict[str, object], frozenset[st
         fields["query"] = args.query
     defaults = set()
     for field, value, default in (
-        ("title", args.title, name[:200]),
-        ("summary", args.summary, DEFAULT_SUMMARY.format(name=name[:200])),
+        ("title", args.title, name),
+        ("summary", args.summary, DEFAULT_SUMMARY.format(name=name)),
     ):
         fields[field] = default if value is None else value
         if value is None:
             defaults.add(field)
     return fields, frozenset(defaults)
+
+
+def _printable_name(path: str) -> str:
+    """The file's name as one printable line (a name may hold any byte but '/' and NUL)."""
+    name = os.path.basename(path.rstrip("/")) or path
+    shown = "".join(c if c.isprintable() else "?" for c in name).strip()
+    return shown[:200] if shown.strip("?") else "untitled result"
 
 
 def _fingerprint(args: argparse.Namespace) -> str:

@@ -134,3 +134,11 @@ def test_the_record_tool_still_requires_what_the_specification_requires(tmp_path
         host.close()
     assert caught.value.code == "input.invalid"
     assert "title" in caught.value.message and "summary" in caught.value.message
+
+
+def test_a_file_name_that_is_not_one_printable_line_still_gives_a_title(exports, capsys):
+    (exports / "a\nb\x1b.csv").write_bytes(CSV)
+    code, out = record(capsys, "--query", "q", name="a\nb\x1b.csv")
+    assert code == 0, out
+    card = run(capsys, "show", out["experiment_id"])[1]["card"]
+    assert card["title"] == "a?b?.csv"
