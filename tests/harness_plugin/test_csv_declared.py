@@ -15,14 +15,11 @@ import json
 
 import pyarrow as pa
 import pytest
-from host_helpers import caller, environ, host_config, write_config
+from host_helpers import call_tool, write_config
 
 from cards.wire import ResolveResult
-from harness_plugin._runtime import Runtime
 from harness_plugin.cli import main
 from harness_plugin.notebook import open_store
-from harness_plugin.worker._caller import parse_caller
-from harness_plugin.worker._tools import ToolHost
 from rlm_client import read_slice as kernel_slice
 
 ROWS = 3000
@@ -90,22 +87,24 @@ def test_declared_types_reach_the_cli_the_notebook_and_a_kernel(project, capsys)
     assert store.read_slice(exp, ["x"]).column("x").to_pylist() == want
 
     # A kernel: the worker's resolve tool, then `rlm_client.read_slice` with no argument.
-    host = ToolHost(Runtime(host_config(tmp), environ=environ()), environ=environ())
-    try:
-        raw = host.call(
-            "memory_artifact_resolve", {"experiment_id": exp}, parse_caller(caller(tmp))
-        )
-    finally:
-        host.close()
+    raw = call_tool(tmp, "memory_artifact_resolve", {"experiment_id": exp})
     resolved = ResolveResult.model_validate(raw)
     piece = kernel_slice(resolved, columns=["x"], limit=ROWS)
     assert piece.table.schema.field("x").type == pa.float64()
     assert piece.table.column("x").to_pylist() == want
     assert piece.notes == ()  # declared, not widened
 
-    pd = pytest.importorskip("pandas")
+
+def test_the_notebooks_frame_is_pandas_own(project, capsys):
+    pd = pytest.importorskip("pandas")  # not a dependency: checked where it is installed
+    _, exports = project
+    data = drifting()
+    (exports / "drift.csv").write_bytes(data)
+    exp = record(capsys, "drift.csv", "--csv-type", "x=float64", "--csv-null", "NA")[1][
+        "experiment_id"
+    ]
     frame = pd.read_csv(io.BytesIO(data), dtype={"x": "float64"}, na_values=["NA"])
-    got = store.to_pandas(exp)
+    got = open_store().to_pandas(exp)
     pd.testing.assert_frame_equal(got, frame, check_dtype=False)
     assert str(got["x"].dtype) == "float64"
 

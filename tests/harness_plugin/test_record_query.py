@@ -14,14 +14,11 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from host_helpers import caller, environ, host_config, write_config
+from host_helpers import call_tool, write_config
 
 from cards import ArtifactError
 from cards.card import QUERY_CHARS
-from harness_plugin._runtime import Runtime
 from harness_plugin.cli import main
-from harness_plugin.worker._caller import parse_caller
-from harness_plugin.worker._tools import ToolHost
 
 QUERY = "SELECT id, x, note\nFROM drift\tWHERE site = 3"
 CSV = b"id,x,note\n1,2,a\n3,4,\n"
@@ -64,13 +61,7 @@ def test_the_query_text_is_the_fingerprint_and_show_displays_it(exports, capsys,
     search = run(capsys, "search", digest)[1]  # exact fingerprint match
     assert [hit["experiment_id"] for hit in search["hits"]] == [exp]
     # Never in a tool's result (a model's context may be captured to Honcho).
-    host = ToolHost(Runtime(host_config(tmp_path), environ=environ()), environ=environ())
-    try:
-        raw = host.call(
-            "memory_artifact_resolve", {"experiment_id": exp}, parse_caller(caller(tmp_path))
-        )
-    finally:
-        host.close()
+    raw = call_tool(tmp_path, "memory_artifact_resolve", {"experiment_id": exp})
     assert "drift\t" not in json.dumps(raw) and "query" not in raw["card"]
     assert "SELECT" not in json.dumps(run(capsys, "list")[1])
 
@@ -124,14 +115,10 @@ def test_the_record_tool_still_requires_what_the_specification_requires(tmp_path
     exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
     exports.mkdir(parents=True)
     (exports / "r.csv").write_bytes(CSV)
-    host = ToolHost(Runtime(host_config(tmp_path), environ=environ()), environ=environ())
     arguments = {"source_path": "r.csv", "source": "lab", "source_version": "v1",
                  "query_fingerprint": "a" * 64}  # fmt: skip
-    try:
-        with pytest.raises(ArtifactError) as caught:
-            host.call("memory_artifact_record", arguments, parse_caller(caller(tmp_path)))
-    finally:
-        host.close()
+    with pytest.raises(ArtifactError) as caught:
+        call_tool(tmp_path, "memory_artifact_record", arguments)
     assert caught.value.code == "input.invalid"
     assert "title" in caught.value.message and "summary" in caught.value.message
 
