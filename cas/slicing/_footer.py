@@ -116,10 +116,9 @@ def measure(
         return Measured(read_facts(fd, manifest, metadata.media_type, limits, declared))
     except ArtifactError as exc:
         if declared is not None and isinstance(exc, InvalidInput | TableUnreadable):
-            exc.message = (
+            raise InvalidInput(
                 f"the declared csv types or null tokens do not fit the file: {exc.message}"
-            )
-            raise
+            ) from exc
         return Measured(
             None,
             (

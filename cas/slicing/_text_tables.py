@@ -149,7 +149,8 @@ class CsvTable:
         field = self.schema.field(drift.column)
         if field.name in self.declared:
             name = excerpt(field.name)
-            flag = f"{field.name if field.name.isidentifier() else name}=string"
+            wider = "float64" if pa.types.is_integer(field.type) else "string"
+            flag = f"{field.name if field.name.isidentifier() else name}={wider}"
             raise TableUnreadable(
                 f"column {name} {drift.found}, which does not fit its declared type "
                 f"{self.declared[field.name]} (a declared type is never widened: declare "

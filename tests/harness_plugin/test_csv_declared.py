@@ -137,7 +137,7 @@ def test_a_re_record_replaces_keeps_or_clears_the_options(project, capsys):
     assert run(capsys, "show", exp)[1]["card"]["table_read"] is None
 
 
-INVALID, UNREADABLE = "input.invalid", "slice.table_unreadable"
+INVALID = "input.invalid"
 
 
 @pytest.mark.parametrize(
@@ -146,7 +146,7 @@ INVALID, UNREADABLE = "input.invalid", "slice.table_unreadable"
         (["--csv-type", "x=float128"], INVALID, "unknown type 'float128' for column 'x'"),
         (["--csv-type", "x"], INVALID, "is not COLUMN=TYPE"),
         (["--csv-type", "nope=int64"], INVALID, "column 'nope', which the table does not have"),
-        (["--csv-type", "x=int64"], UNREADABLE, "holds '2.5' on line 3, which does not fit its "
+        (["--csv-type", "x=int64"], INVALID, "holds '2.5' on line 3, which does not fit its "
          "declared type int64"),
         (["--csv-null", "a\nb"], INVALID, "a null token must be one line"),
         (["--csv-null", "n" * 65], INVALID, "a null token must be 1 to 64 characters"),
