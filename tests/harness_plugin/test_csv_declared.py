@@ -196,3 +196,30 @@ def test_a_value_the_declared_type_cannot_hold_is_a_typed_slice_error(project, c
     assert "column 'x' holds 'oops'" in message and "declared type int64" in message
     with pytest.raises(Exception, match="unknown type 'decimal'"):
         open_store().read_slice(out["experiment_id"], csv_types={"x": "decimal"})
+
+
+def test_diff_says_how_two_experiments_are_read(project, capsys):
+    _, exports = project
+    (exports / "t.csv").write_bytes(b"a,b\n1,2\n")
+    plain = record(capsys, "t.csv")[1]["experiment_id"]
+    declared = run(
+        capsys,
+        "record",
+        "--session",
+        "s1",
+        "t.csv",
+        "--query",
+        "other",
+        "--source",
+        "lab",
+        "--source-version",
+        "v1",
+        "--csv-type",
+        "a=float64",
+    )[1]
+    code, diff = run(capsys, "diff", plain, declared["experiment_id"])  # fmt: skip
+    fields = {change["field"]: (change["a"], change["b"]) for change in diff["card"]}
+    assert fields["table_read"] == (None, {"types": {"a": "float64"}, "nulls": []})
+    assert fields["query"] == ("select * from t.csv", "other")
+    assert main(["diff", plain, declared["experiment_id"]]) == 0
+    assert "rows: unknown -> unknown" in capsys.readouterr().out
