@@ -129,3 +129,13 @@ def test_a_record_says_which_columns_a_csv_widens_without_quoting_a_value(ws):
     declared = record_without_columns(ws, store, "w.csv", {"types": {"x": "float64"}})
     assert declared.card.columns == ["id", "x"]
     assert not [w for w in declared.warnings if "read as" in w]
+
+
+def test_a_tsv_is_read_as_its_card_declares(ws):
+    store = ws.store()
+    ws.export("t.tsv", b"id\tcode\n1\t007\n2\t-\n3\t010\n")
+    read = {"types": {"code": "string"}, "nulls": ["-"]}
+    card = ws.record(store, "t.tsv", table_read=read).card
+    assert card.artifact.media_type == "text/tab-separated-values"
+    result = read_slice(store.locate(card.experiment_id).source, SliceRequest())
+    assert result.table.column("code").to_pylist() == ["007", None, "010"]
