@@ -67,13 +67,10 @@ class RemoteBytes(Protocol):
 class SliceSource(msgspec.Struct, frozen=True):
     """A recorded object as a slice reads it: its bytes, its manifest, and what binds them.
 
-    `size`, `media_type` and `chunk_manifest_sha256` are the card's facts about the bytes.
-    With `remote`, the bytes and the manifest come from there, and the paths only say where a
-    verified local copy would be. `table_read` is how the card says a CSV or TSV is read
-    (declared column types and null tokens), for every read of it.
-
-    The store builds one after checking the card's scope (`ProjectStore.locate`); the kernel
-    builds one from a resolve result the host verified.
+    `size`, `media_type`, `chunk_manifest_sha256` and `table_read` (how a CSV is read) are the
+    card's. With `remote`, the bytes and the manifest come from there, and the paths only say
+    where a verified local copy would be. The store builds one after checking the card's scope
+    (`ProjectStore.locate`); the kernel, from a resolve result the host verified.
     """
 
     path: str

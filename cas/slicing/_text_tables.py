@@ -9,14 +9,15 @@ and `show` agree. A larger one is sliced with the first block's types, and a val
 not fit restarts the slice with that column widened before any row leaves the child (a slice's
 rows cross only when it is done; an export, whose rows go to a file as they are read, settles
 its columns first); the result notes each widening. Blank cells and pyarrow's null tokens
-(`NA`, `null`, `NaN`, ...) are null in every column, as pandas reads them. A card's declared
-read options (`cards.table_read`) type their columns as declared (never inferred, never widened:
-a value that does not fit is `TableUnreadable` naming the column and type) and add their null
-tokens to pyarrow's. A CSV column empty
+(`NA`, `null`, `NaN`, ...) are null in every column, as pandas reads them. A CSV column empty
 throughout the first block is read as text, not as pyarrow's `null` type. A JSON Lines value
 that does not fit the first block's type, or a CSV row with more fields, is `TableUnreadable`
 and says that the types came from the first block. Invalid UTF-8 is refused, not inferred as
 binary.
+
+A card's declared read options (`cards.table_read`) type their columns as declared, never
+inferred nor widened (a value that does not fit is `TableUnreadable` naming the column, the line
+and the type), and add their null tokens to pyarrow's.
 
 Nothing reads the whole file. CSV goes through pyarrow's streaming reader over the verified
 reader; that reader keeps up to 32 blocks read ahead on its I/O thread (not configurable from
