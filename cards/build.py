@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 PRODUCER = "artmem 0.1.0"
 _REQUIRED = ("title", "summary", "source")
-_OPTIONAL = ("tags", "columns", "shape")  # kept on a re-record unless given
+_OPTIONAL = ("tags", "columns", "shape", "query", "table_read")  # kept on a re-record unless given
 
 
 def new_card(
@@ -84,6 +84,8 @@ def new_card(
         columns=list(metadata.columns),
         shape=None if metadata.shape is None else list(metadata.shape),
         derived_from=list(metadata.derived_from),
+        query=metadata.query,
+        table_read=metadata.table_read,
     )
     return validated(card)
 
@@ -98,7 +100,8 @@ def revised_card(
     card's (a person re-recording with `--tag rnaseq` expects to add a tag; removing one is
     `artmem edit --remove-tag`); an explicit empty list clears them. Identity fields never
     change (they made the experiment id). New descriptive text is a new projection revision,
-    so an indexed card goes back to `pending`. Parents are fixed when
+    so an indexed card goes back to `pending`. A title or summary left to its default
+    (`metadata.defaults`) keeps the card's. Parents are fixed when
     the card is first written (so every parent existed before its child, and lineage has no
     cycle): a re-record may repeat them or leave them out, never change them.
 
@@ -164,9 +167,11 @@ def record_warnings(card: ExperimentCardV1, *, deduplicated: bool) -> tuple[str,
 
 def _descriptive(metadata: CardMetadata) -> dict[str, object]:
     given = metadata.given
-    fields: dict[str, object] = {name: getattr(metadata, name) for name in _REQUIRED}
+    fields: dict[str, object] = {
+        name: getattr(metadata, name) for name in _REQUIRED if name not in metadata.defaults
+    }
     for name in _OPTIONAL:
         if name in given:
             value = getattr(metadata, name)
-            fields[name] = None if value is None else list(value)
+            fields[name] = list(value) if isinstance(value, list | tuple) else value
     return fields

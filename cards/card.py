@@ -12,6 +12,7 @@ every new or changed card through `validated`, which applies every rule a read a
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -27,27 +28,21 @@ from cards._ids import (
     artifact_id_for_digest,
     experiment_id,
 )
+from cards._text_rules import LINE, TEXT
+from cards._text_rules import LINE_BODY as LINE_BODY  # `cards.model` reads it here
 from cards.canonical import canonical_json
 from cards.errors import CardInvalid, InvalidInput, UnsupportedVersion, excerpt
 from cards.policy import DEFAULT_LIMITS, IndexState, Limits
 from cards.structs import Fault, Problem, find_problem, whole
+from cards.table_read import TableRead
 
 CARD_SCHEMA_VERSION: Literal[1] = 1
 ARTIFACT_SCHEMA_VERSION: Literal[1] = 1
 LABEL_CHARS = 200
 
-# Display-text rules: no C0/C1 control (tab and newline allowed in the multi-line summary) and
-# at least one non-space character. `cards.model` checks a tool's arguments by the same bodies.
-NO_CONTROL = r"[^\x00-\x1f\x7f-\x9f]"
-NO_CONTROL_ML = r"[^\x00-\x08\x0b-\x1f\x7f-\x9f]"
-_VISIBLE = r"[^\s\x00-\x1f\x7f-\x9f]"
-LINE_BODY = rf"{NO_CONTROL}*{_VISIBLE}{NO_CONTROL}*"
-TEXT_BODY = rf"{NO_CONTROL_ML}*{_VISIBLE}{NO_CONTROL_ML}*"
 MEDIA_TYPE_BODY = r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}"
 
 
-LINE = whole(LINE_BODY)
-TEXT = whole(TEXT_BODY)
 MEDIA_TYPE = whole(MEDIA_TYPE_BODY)
 ERROR_CODE = whole(r"[a-z0-9_.]{1,64}")
 SHA256 = whole(_ids.SHA256_HEX.pattern)
@@ -69,6 +64,8 @@ _Tags = Annotated[list[_Tag], Meta(max_length=_L.tags)]
 MAX_PARENTS = 16
 _ExperimentIdText = Annotated[str, Meta(pattern=whole(_ids.EXPERIMENT_ID.pattern))]
 _Parents = Annotated[list[_ExperimentIdText], Meta(max_length=MAX_PARENTS)]
+QUERY_CHARS = 4000
+_Query = Annotated[str, Meta(min_length=1, max_length=QUERY_CHARS, pattern=TEXT)]
 OCTET_STREAM = "application/octet-stream"
 
 
@@ -123,10 +120,16 @@ class _Described(_Document, frozen=True, kw_only=True):
     tags: _Tags = msgspec.field(default_factory=list)
     # Descriptive, never identity: the experiment id does not depend on a card's parents.
     derived_from: _Parents = msgspec.field(default_factory=list)
+    # Local only, never sent to Honcho (`cards.remote` projects an allowlist): the text whose
+    # SHA-256 is the query fingerprint, and how a CSV or TSV result is read.
+    query: _Query | None = None
+    table_read: TableRead | None = None
 
     def __post_init__(self) -> None:
         if len(set(self.derived_from)) != len(self.derived_from):
             raise ValueError("derived_from names a parent twice")
+        if self.query is not None and query_fingerprint(self.query) != self.query_fingerprint:
+            raise ValueError("query_fingerprint is not the SHA-256 of query")
 
 
 class ExperimentCardV1(_Described, frozen=True, kw_only=True):
@@ -175,7 +178,9 @@ _DECODER = msgspec.json.Decoder(ExperimentCardV1)
 
 # The fields of `CardMetadata` a caller may leave out; a re-record keeps the card's value of one
 # left out (see `cards.build.revised_card`).
-OPTIONAL_METADATA = frozenset({"shape", "columns", "tags", "media_type", "derived_from"})
+OPTIONAL_METADATA = frozenset(
+    {"shape", "columns", "tags", "media_type", "derived_from", "query", "table_read"}
+)
 
 
 class CardMetadata(_Described, frozen=True, kw_only=True):
@@ -187,6 +192,9 @@ class CardMetadata(_Described, frozen=True, kw_only=True):
 
     media_type: _MediaType = OCTET_STREAM
     given: frozenset[str] = frozenset()
+    defaults: frozenset[str] = frozenset()
+    """The descriptive fields a person left to a default (`artmem record` without `--title`):
+    a first card takes the default, a re-record keeps the card's value."""
 
     def check(self, limits: Limits) -> None:
         """Check the operator's (possibly lowered) bounds; the struct holds the defaults.
@@ -216,6 +224,11 @@ class CardMetadata(_Described, frozen=True, kw_only=True):
         return _metadata(msgspec.structs.asdict(self) | values | {"given": names})
 
 
+def query_fingerprint(query: str) -> str:
+    """The query fingerprint of a query's text: the SHA-256 of its UTF-8 bytes, in hex."""
+    return hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def parse_metadata(fields: dict[str, object]) -> CardMetadata:
     """Validate caller-supplied card metadata; the fields present count as given.
 
@@ -223,8 +236,11 @@ def parse_metadata(fields: dict[str, object]) -> CardMetadata:
         InvalidInput: a field is missing, malformed or out of bounds (the message names fields,
             never their values).
     """
-    if "given" in fields:  # ours, never the caller's
-        raise InvalidInput("invalid card metadata: given: is not a known field (extra_forbidden)")
+    for ours in ("given", "defaults"):  # ours, never the caller's
+        if ours in fields:
+            raise InvalidInput(
+                f"invalid card metadata: {ours}: is not a known field (extra_forbidden)"
+            )
     return _metadata({**fields, "given": frozenset(fields) & OPTIONAL_METADATA})
 
 
@@ -264,8 +280,9 @@ def dump_card(card: ExperimentCardV1) -> bytes:
         CardInvalid: `card` breaks a rule (a struct built or replaced without `validated`).
     """
     document = msgspec.to_builtins(validated(card))
-    if not document["derived_from"]:  # a card without parents keeps the bytes it always had
-        del document["derived_from"]
+    for name in ("derived_from", "query", "table_read"):  # unset: the bytes it always had
+        if not document[name]:
+            del document[name]
     return canonical_json(document)
 
 
@@ -334,6 +351,7 @@ FORMS = {
     "session_id": "a letter or digit, then up to 199 letters, digits, '.', '_' or '-'",
     "summary": "printable text with at least one non-space character (newlines and tabs allowed)",
     "last_error": "an error code: 1-64 of a-z, 0-9, '_' and '.'",
+    "query": "printable text with at least one non-space character (newlines and tabs allowed)",
     "derived_from": "experiment ids (exp_ followed by 52 characters a-z and 2-7)",
 }
 LINE_FORM = "one line of printable text with at least one non-space character"

@@ -18,6 +18,7 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from cards.policy import UNTRUSTED, Freshness, HitSource, IndexState
+from cards.table_read import TableRead
 
 Trust = Literal["untrusted-data"]
 NOTICE: Final = (
@@ -90,6 +91,7 @@ class CardView(Result, frozen=True, kw_only=True):
     created_at: datetime
     updated_at: datetime
     trust: Trust = UNTRUSTED
+    table_read: TableRead | None = None  # declared CSV types and nulls: every read uses them
 
 
 class ResolveResult(Result, frozen=True, kw_only=True):

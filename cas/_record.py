@@ -85,7 +85,9 @@ class Recorder(msgspec.Struct, frozen=True):
             artifact_id = artifact_id_for_digest(digests.sha256)
             if self.verifier.proven_copy(project.objects, artifact_id, digests):
                 with contextlib.suppress(_Vanished):
-                    return self._deduplicate(project, artifact_id, digests, metadata, provenance)
+                    return self._deduplicate(
+                        project, artifact_id, digests, metadata, provenance, src.name
+                    )
         if progress is not None:
             progress.start(src.size)
         with project.staging() as tmp_fd, _fs.staged(tmp_fd, "object") as stage:
@@ -102,11 +104,16 @@ class Recorder(msgspec.Struct, frozen=True):
         digests: Digests,
         metadata: CardMetadata,
         provenance: Provenance,
+        name: str,
     ) -> Recorded:
-        """Commit against the proven stored copy; its bytes, not the source's, are read."""
+        """Commit against the proven stored copy; its bytes, not the source's, are read.
+
+        `name` is the source's: a type known by its extension alone (CSV) is detected as for
+        a first record.
+        """
         fd = project.objects.open(artifact_id)
         try:
-            measured = self._measure(project, fd, digests, metadata, "")
+            measured = self._measure(project, fd, digests, metadata, name)
         finally:
             os.close(fd)
         with project.staging() as tmp_fd, project.locked():

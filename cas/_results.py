@@ -125,6 +125,7 @@ def make_located(
         media_type=card.artifact.media_type,
         chunk_manifest_sha256=card.chunk_manifest_sha256,
         remote=remote,
+        table_read=card.table_read,
     )
     load_manifest(source)
     state, warnings = freshness_verdict(card.source_version, current_source_version)

@@ -12,6 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from cards import ExperimentCardV1, InvalidInput, UnknownColumn, UnsupportedMediaType, excerpt
 from cards.errors import TableTooLarge
 from cas import Store
@@ -27,6 +29,8 @@ def card_differences(a: ExperimentCardV1, b: ExperimentCardV1) -> list[dict[str,
     pairs = [(name, getattr(a, name), getattr(b, name)) for name in _CARD_FIELDS]
     pairs += [
         ("derived_from", list(a.derived_from), list(b.derived_from)),
+        ("query", a.query, b.query),
+        ("table_read", msgspec.to_builtins(a.table_read), msgspec.to_builtins(b.table_read)),
         ("media_type", a.artifact.media_type, b.artifact.media_type),
         ("created_at", iso(a.created_at), iso(b.created_at)),
     ]
@@ -224,7 +228,7 @@ def diff_lines(view: dict[str, object]) -> list[str]:
 
 
 def _table_lines(table: dict[str, Any]) -> list[str]:
-    rows = table["num_rows"]
+    rows = {side: "unknown" if n is None else f"{n:,}" for side, n in table["num_rows"].items()}
     lines = [f"rows: {rows['a']} -> {rows['b']}"]
     schema = table["schema"]
     lines += [f"  + {printable(c['name'])} {c['type']}" for c in schema["added"]]

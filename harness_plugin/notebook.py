@@ -39,7 +39,7 @@ import importlib
 import os
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -243,6 +243,8 @@ class NotebookStore:
         offset: int = 0,
         *,
         current_source_version: str | None = None,
+        csv_types: Mapping[str, str] | None = None,
+        csv_nulls: Sequence[str] | None = None,
     ) -> pa.Table:
         """Chosen columns and matching rows of a table result: every matching row by default.
 
@@ -250,6 +252,10 @@ class NotebookStore:
         max_rows`, `max_bytes`) do not cut it: a slice beyond them is streamed by the bounded
         child into a temporary Parquet file (as `artmem slice --out`), within the export bounds
         (`export_max_rows`, `export_max_bytes`, `export_max_seconds`), and read from there.
+
+        A CSV or TSV is read with the column types and null tokens its card declares
+        (`artmem record --csv-type/--csv-null`); `csv_types` ({column: type}) and `csv_nulls`
+        override them for this read (checked as the CLI checks its flags).
 
         Warns `SliceTruncated` when a bound stopped the read before the rows asked for, and
         `StaleResult` when the result's freshness is in doubt against `current_source_version`.
@@ -263,6 +269,7 @@ class NotebookStore:
             ObjectMissing: the bytes are not in the store.
             IntegrityError: a chunk read differs from the card's manifest.
         """
+        from cards.table_read import table_read
         from cas.slicing import SliceRequest, read_slice
 
         request = SliceRequest(
@@ -270,6 +277,7 @@ class NotebookStore:
             where=where,
             limit=limit,
             offset=offset,
+            table_read=table_read(csv_types, csv_nulls),
         )
         located = self._store.locate(self._expand(experiment_id), current_source_version)
         _warn_stale(located.warnings)
@@ -311,6 +319,8 @@ class NotebookStore:
         offset: int = 0,
         *,
         current_source_version: str | None = None,
+        csv_types: Mapping[str, str] | None = None,
+        csv_nulls: Sequence[str] | None = None,
     ) -> object:
         """`read_slice` as a `pandas.DataFrame` (pandas is imported only here).
 
@@ -326,6 +336,8 @@ class NotebookStore:
             limit,
             offset,
             current_source_version=current_source_version,
+            csv_types=csv_types,
+            csv_nulls=csv_nulls,
         )
         return table.to_pandas()
 
@@ -338,6 +350,8 @@ class NotebookStore:
         offset: int = 0,
         *,
         current_source_version: str | None = None,
+        csv_types: Mapping[str, str] | None = None,
+        csv_nulls: Sequence[str] | None = None,
     ) -> object:
         """`read_slice` as a `polars.DataFrame` (polars is imported only here).
 
@@ -353,6 +367,8 @@ class NotebookStore:
             limit,
             offset,
             current_source_version=current_source_version,
+            csv_types=csv_types,
+            csv_nulls=csv_nulls,
         )
         return polars.from_arrow(table)
 

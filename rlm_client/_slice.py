@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from cards.results import ResolveResult
+from cards.table_read import table_read
 from cas.slicing import SliceRequest, SliceResult, SliceSource
 from cas.slicing import read_slice as _read_slice
 
@@ -16,11 +17,16 @@ def read_slice(
     where: str | None = None,
     limit: int | None = None,
     offset: int = 0,
+    csv_types: Mapping[str, str] | None = None,
+    csv_nulls: Sequence[str] | None = None,
 ) -> SliceResult:
     """Read only the needed columns and rows of a resolved table, within hard bounds.
 
     Every chunk read is checked against the manifest the host verified; nothing else of the
     file is loaded. `result.table` is a pyarrow Table; `result.truncated` says a bound stopped it.
+    A CSV or TSV is read with the column types and null tokens its card declares
+    (`resolved.card.table_read`); `csv_types` ({column: type}) and `csv_nulls` override them
+    for this read.
 
     Raises:
         ArtifactError: a typed error (unknown column, bad filter, integrity failure, ...).
@@ -31,8 +37,13 @@ def read_slice(
         size=resolved.artifact.bytes,
         media_type=resolved.artifact.media_type,
         chunk_manifest_sha256=resolved.artifact.chunk_manifest_sha256,
+        table_read=resolved.card.table_read,  # decoded and checked as a `TableRead`
     )
     request = SliceRequest(
-        columns=None if columns is None else tuple(columns), where=where, limit=limit, offset=offset
+        columns=None if columns is None else tuple(columns),
+        where=where,
+        limit=limit,
+        offset=offset,
+        table_read=table_read(csv_types, csv_nulls),
     )
     return _read_slice(source, request)

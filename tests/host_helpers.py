@@ -83,3 +83,16 @@ def write_config(tmp: Path, extra: str = "", project_dir: str = "trial") -> tupl
         f'[[projects]]\nid = "trial-analysis"\nroot = "{project_root}"\n' + extra
     )
     return config, project_root
+
+
+def call_tool(tmp: Path, name: str, arguments: dict) -> dict:
+    """One tool call by a kernel of session s1 in project trial-analysis, on a fresh host."""
+    from harness_plugin._runtime import Runtime
+    from harness_plugin.worker._caller import parse_caller
+    from harness_plugin.worker._tools import ToolHost
+
+    host = ToolHost(Runtime(host_config(tmp), environ=environ()), environ=environ())
+    try:
+        return host.call(name, arguments, parse_caller(caller(tmp)))
+    finally:
+        host.close()

@@ -28,3 +28,7 @@ def test_the_walkthrough_runs_as_written(tmp_path):
     sliced = pacsv.read_csv(work / "cohort-b.csv")
     assert sliced.num_rows == 25_000 and sliced.column_names == ["patient_id", "response"]
     assert pq.read_table(work / "response-copy.parquet").num_rows == 100_000
+    # The scientist's own drifting CSV, read as declared without repeating the flags.
+    assert "  csv types   'x' float64\n  csv nulls   'NA'\n" in done.stdout
+    assert "250000  null      n0\n250001  250001.5  n1\n" in done.stdout
+    assert "Traceback" not in done.stderr and "note:" not in done.stderr

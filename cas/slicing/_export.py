@@ -49,6 +49,7 @@ from cas.slicing._slice import (
     needed_columns,
     plan_scan,
     table_errors,
+    with_card_read,
 )
 from cas.slicing._tables import prepare_child
 from cas.slicing._threads import Passed
@@ -130,6 +131,7 @@ def export_slice(
         else parse_filter(request.where, max_chars=limits.max_filter_chars)
     )
     manifest = load_manifest(source)
+    request = with_card_read(request, source)
     bounds = Bounds(
         seconds=export.max_seconds,
         memory_bytes=limits.max_memory_bytes,
@@ -178,7 +180,7 @@ def _export_in_child(
     prepare_child()
     output = FileOutput(fd)
     with table_errors(reader, limits), _write_errors(output):
-        table_file = open_table(media_type, reader, limits.table_bounds)
+        table_file = open_table(media_type, reader, limits.table_bounds, request.table_read)
         # Rows go to the file as they are read: a CSV's columns are typed over the whole file.
         settle_types(table_file, needed_columns(table_file.schema, request, node), always=True)
         try:

@@ -10,22 +10,28 @@ Reading is `describe` on the staged file: every byte proven against the manifest
 in the bounded child of `_isolated`. pyarrow is imported only in that child, before its memory
 bound: the recording process never loads it and keeps its small footprint. A table that cannot
 be read (hostile, truncated, too wide, too slow) never fails the record: it is recorded without
-the derived fields, and the record says why in a warning.
+the derived fields, and the record says why in a warning; except when the caller declared how
+a CSV is read (`CardMetadata.table_read`): the table is then read with those options, and a
+record whose options the table refuses (a column it lacks, a value a declared type cannot hold
+in a file typed over its whole length) fails, saying so, rather than keep options no read could
+use.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from cards import CardMetadata, ExperimentCardV1, Limits
 from cards.card import Column
-from cards.errors import ArtifactError, TableUnreadable
+from cards.errors import ArtifactError, InvalidInput, TableUnreadable
+from cards.table_read import TableRead
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
-from cas.slicing._media import ARROW_FILE, PARQUET, SUPPORTED_MEDIA_TYPES
+from cas.slicing._media import ARROW_FILE, DELIMITERS, PARQUET, SUPPORTED_MEDIA_TYPES
 from fsedge import parse_manifest
 
 if TYPE_CHECKING:  # loaded by the first table read: a record of other bytes never needs them
@@ -39,6 +45,7 @@ MAX_NPY_HEADER = 64 << 10
 MAX_NPY_DIMENSIONS = 8  # as many as a card's shape holds
 NPY = "application/x-npy"
 _ANSWER_BYTES = 8 << 20
+_NOTE_CHARS = 400
 
 
 class TableFacts(msgspec.Struct, frozen=True):
@@ -49,6 +56,8 @@ class TableFacts(msgspec.Struct, frozen=True):
     rows: int | None
     shape: tuple[int, ...] | None = None
     """An array's whole shape (a `.npy` header's), which a card takes as it is."""
+    widened: tuple[str, ...] = ()
+    """A CSV's columns read wider than their first block said (`CsvTable.notes`)."""
 
 
 def wanted(metadata: CardMetadata, existing: ExperimentCardV1 | None) -> bool:
@@ -56,6 +65,8 @@ def wanted(metadata: CardMetadata, existing: ExperimentCardV1 | None) -> bool:
     if metadata.media_type not in SUPPORTED_MEDIA_TYPES:
         return False
     given = metadata.given
+    if "table_read" in given and metadata.table_read is not None:
+        return True  # the declared options are checked against the table
     columns = "columns" not in given and (existing is None or not existing.columns)
     shape = "shape" not in given and (existing is None or existing.shape is None)
     return columns or (shape and metadata.media_type in (PARQUET, ARROW_FILE))  # rows counted
@@ -72,7 +83,9 @@ class Measured(msgspec.Struct, frozen=True):
     ) -> tuple[CardMetadata, tuple[str, ...]]:
         """`metadata` completed by `with_facts`, and every warning for the record."""
         merged, filled = with_facts(metadata, self.facts, existing, limits)
-        return merged, (*self.warnings, *filled)
+        widened = () if self.facts is None else self.facts.widened
+        hint = "; every read does the same (declare a type with --csv-type to choose another)"
+        return merged, (*self.warnings, *filled, *(note + hint for note in widened))
 
 
 NOT_MEASURED = Measured()
@@ -89,13 +102,23 @@ def measure(
 
     A table that cannot be read gives no facts and a warning saying why.
     """
+    declared = metadata.table_read if "table_read" in metadata.given else None
+    if declared is not None and metadata.media_type not in DELIMITERS:
+        raise InvalidInput(
+            f"--csv-type and --csv-null apply to CSV and TSV files; this one is "
+            f"{metadata.media_type} (give --media-type text/csv if it is a CSV)"
+        )
     if metadata.media_type == NPY:
         return _npy_measured(fd, metadata, existing)
     if not wanted(metadata, existing):
         return NOT_MEASURED
     try:
-        return Measured(read_facts(fd, manifest, metadata.media_type, limits))
+        return Measured(read_facts(fd, manifest, metadata.media_type, limits, declared))
     except ArtifactError as exc:
+        if declared is not None and isinstance(exc, InvalidInput | TableUnreadable):
+            raise InvalidInput(
+                f"the declared csv types or null tokens do not fit the file: {exc.message}"
+            ) from exc
         return Measured(
             None,
             (
@@ -154,7 +177,11 @@ def npy_header(fd: int) -> tuple[str, tuple[int, ...]]:
 
 
 def read_facts(
-    fd: int, manifest: bytes, media_type: str, limits: SliceLimits = FOOTER_LIMITS
+    fd: int,
+    manifest: bytes,
+    media_type: str,
+    limits: SliceLimits = FOOTER_LIMITS,
+    read: TableRead | None = None,
 ) -> TableFacts:
     """Read the column names and row count of the table open at `fd` (never closed here).
 
@@ -174,7 +201,7 @@ def read_facts(
         os.dup(fd), parse_manifest(manifest), max_read_bytes=limits.max_read_bytes
     )
     try:
-        work = functools.partial(_facts_in_child, reader, media_type, limits)
+        work = functools.partial(_facts_in_child, reader, media_type, limits, read)
         bounds = Bounds(limits.max_seconds, limits.max_memory_bytes, _ANSWER_BYTES)
         answer = run_bounded(work, reader, bounds, prepare=_load_readers)
     finally:
@@ -188,28 +215,50 @@ def _load_readers() -> None:
     import_readers()
 
 
-def _facts_in_child(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
+def _facts_in_child(
+    reader: VerifiedReader, media_type: str, limits: SliceLimits, read: TableRead | None
+) -> Answer:
     from cas.slicing._answer import Answer
     from cas.slicing._slice import describe_work
 
-    info = describe_work(reader, media_type, limits).value
+    info = describe_work(reader, media_type, limits, read).value
     assert isinstance(info, dict)
     names = [str(field["name"])[:MAX_NAME_CHARS] for field in info["fields"]]
-    return Answer({"columns": names, "width": len(names), "rows": info["num_rows"]})
+    widened = [_without_value(str(note))[:_NOTE_CHARS] for note in info["notes"]]
+    widened = [note for note in widened if note]
+    return Answer(
+        {"columns": names, "width": len(names), "rows": info["num_rows"], "widened": widened}
+    )
+
+
+_WIDENED = re.compile(r"(column .*) holds .* (on line \d+|after the first block): read as (.*)")
+
+
+def _without_value(note: str) -> str:
+    """A widening note without the cell value it quotes (a record's warning may reach a model)."""
+    found = _WIDENED.fullmatch(note)
+    if found is None:
+        return ""
+    column, where, types = found.groups()
+    return f"{column} is read as {types}: a value {where} does not fit"
 
 
 def _facts_from_answer(value: object) -> TableFacts:
     """Check the child's answer: a child that read a hostile table is not trusted blindly."""
     if isinstance(value, dict):
         names, width, rows = value.get("columns"), value.get("width"), value.get("rows")
+        widened = value.get("widened", [])
         if (
             isinstance(names, list)
             and all(isinstance(name, str) for name in names)
             and isinstance(width, int)
             and width == len(names)
             and (rows is None or (isinstance(rows, int) and rows >= 0))
+            and isinstance(widened, list)
+            and len(widened) <= width
+            and all(isinstance(n, str) and len(n) <= _NOTE_CHARS for n in widened)
         ):
-            return TableFacts(tuple(names), width, rows)
+            return TableFacts(tuple(names), width, rows, widened=tuple(widened))
     raise TableUnreadable("the table's reader answered nonsense")
 
 
@@ -240,9 +289,35 @@ def with_facts(
             updates["shape"] = list(facts.shape)
         elif facts.rows is not None:
             updates["shape"] = [facts.rows, facts.width]
+    if "summary" in metadata.defaults and existing is None:
+        updates["summary"] = f"{metadata.summary} {shape_sentence(metadata.media_type, facts)}"
     if not updates:
         return metadata, warnings
     return metadata.with_values(updates, given=True), warnings  # checked by the card's rules
+
+
+_KINDS = {
+    PARQUET: "A Parquet table",
+    ARROW_FILE: "An Arrow IPC table",
+    "text/csv": "A CSV table",
+    "text/tab-separated-values": "A TSV table",
+    "application/jsonl": "A JSON Lines table",
+    "application/x-ndjson": "A JSON Lines table",
+}
+_NAMED = 8  # column names a default summary lists
+
+
+def shape_sentence(media_type: str, facts: TableFacts) -> str:
+    """What a table is, in a sentence, for a summary a person left to its default."""
+    if facts.shape is not None:
+        return f"A NumPy array of shape {' × '.join(f'{n:,}' for n in facts.shape)}."
+    kind = _KINDS.get(media_type, "A table")
+    rows = "" if facts.rows is None else f", {facts.rows:,} row{'s' * (facts.rows != 1)}"
+    fit = [name for name in facts.columns[: 4 * _NAMED] if _fits(name)][:_NAMED]
+    names = [name if len(name) <= 40 else name[:39] + "…" for name in fit]
+    listed = ", ".join(names) + (", …" if facts.width > len(names) else "")
+    columns = f"{facts.width:,} column{'s' * (facts.width != 1)}"
+    return f"{kind}{rows}, {columns}" + (f": {listed}." if listed else ".")
 
 
 def card_columns(facts: TableFacts, limits: Limits) -> tuple[list[str], tuple[str, ...]]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from cards.errors import InvalidInput
+from cards.table_read import TableRead
 from cas.slicing._limits import TableBounds
 from cas.slicing._media import DELIMITERS, PARQUET, TEXT_MEDIA_TYPES, check_media_type
 from cas.slicing._reader import VerifiedReader
@@ -17,19 +19,28 @@ from cas.slicing._tables import IpcTable, ParquetTable, TableFile, check_trailer
 from cas.slicing._text_tables import CsvTable, JsonLinesTable
 
 
-def open_table(media_type: str, reader: VerifiedReader, bounds: TableBounds) -> TableFile:
+def open_table(
+    media_type: str, reader: VerifiedReader, bounds: TableBounds, read: TableRead | None = None
+) -> TableFile:
     """Open a verified object as a table of `media_type`, checking its metadata bounds.
+
+    `read` declares column types and null tokens of a CSV or TSV (`cards.table_read`).
 
     Raises:
         UnsupportedMediaType: `media_type` is not supported.
+        InvalidInput: `read` is given for another format, or names a column the CSV lacks.
         TableUnreadable: the trailer, metadata or first block is malformed.
         TableTooLarge: the footer, the column count or a first-block row exceeds `bounds`.
         IntegrityError: a chunk read differs from its manifest digest.
     """
     check_media_type(media_type)
     table: TableFile
+    if read is not None and media_type not in DELIMITERS:
+        raise InvalidInput(
+            f"csv types and null tokens apply to CSV and TSV tables; this one is {media_type}"
+        )
     if media_type in DELIMITERS:
-        table = CsvTable(reader, bounds, DELIMITERS[media_type])
+        table = CsvTable(reader, bounds, DELIMITERS[media_type], read)
     elif media_type in TEXT_MEDIA_TYPES:
         table = JsonLinesTable(reader, bounds)
     else:

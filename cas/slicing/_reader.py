@@ -25,6 +25,7 @@ import xxhash
 
 import fsedge as _fs
 from cards.errors import ArtifactError, IntegrityError, ObjectMissing, StoreIOError, TableTooLarge
+from cards.table_read import TableRead
 from cas.slicing._threads import Passed
 from fsedge import ChunkManifest, chunk_count, parse_manifest
 
@@ -66,12 +67,10 @@ class RemoteBytes(Protocol):
 class SliceSource(msgspec.Struct, frozen=True):
     """A recorded object as a slice reads it: its bytes, its manifest, and what binds them.
 
-    `size`, `media_type` and `chunk_manifest_sha256` are the card's facts about the bytes.
-    With `remote`, the bytes and the manifest come from there, and the paths only say where a
-    verified local copy would be.
-
-    The store builds one after checking the card's scope (`ProjectStore.locate`); the kernel
-    builds one from a resolve result the host verified.
+    `size`, `media_type`, `chunk_manifest_sha256` and `table_read` (how a CSV is read) are the
+    card's. With `remote`, the bytes and the manifest come from there, and the paths only say
+    where a verified local copy would be. The store builds one after checking the card's scope
+    (`ProjectStore.locate`); the kernel, from a resolve result the host verified.
     """
 
     path: str
@@ -80,6 +79,7 @@ class SliceSource(msgspec.Struct, frozen=True):
     media_type: str
     chunk_manifest_sha256: str
     remote: RemoteBytes | None = None
+    table_read: TableRead | None = None
 
 
 class ReadStats(msgspec.Struct):

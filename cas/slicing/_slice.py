@@ -34,6 +34,7 @@ from cards.errors import (
     TableUnreadable,
     UnknownColumn,
 )
+from cards.table_read import TableRead, merged
 from cas.slicing._answer import MAX_ANSWER_BYTES, Answer, Bounds
 from cas.slicing._collect import (
     BYTE_BUDGET,
@@ -71,6 +72,8 @@ class SliceRequest(msgspec.Struct, frozen=True):
     limit: int | None = None
     offset: int = 0
     max_bytes: int | None = None
+    table_read: TableRead | None = None
+    """Read options of this read alone, over the card's (`cards.table_read.merged`)."""
 
 
 class SliceResult(msgspec.Struct, frozen=True):
@@ -119,6 +122,7 @@ def read_slice(
         else parse_filter(request.where, max_chars=limits.max_filter_chars)
     )
     manifest = load_manifest(source)
+    request = with_card_read(request, source)
     with verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader:
         work = functools.partial(
             _slice_in_child, reader, media_type, limits, request, node, limit, max_bytes
@@ -145,7 +149,7 @@ def describe(source: SliceSource, *, limits: SliceLimits | None = None) -> Table
     media_type = check_media_type(source.media_type)
     manifest = load_manifest(source)
     with verified_object(source, manifest, max_read_bytes=limits.max_read_bytes) as reader:
-        work = functools.partial(describe_work, reader, media_type, limits)
+        work = functools.partial(describe_work, reader, media_type, limits, source.table_read)
         info = info_from_answer(run_bounded(work, reader, _bounds(limits, MAX_ANSWER_BYTES)).value)
         stats = reader.stats
     return msgspec.structs.replace(
@@ -173,7 +177,7 @@ def _slice_in_child(
     """In the child: open the table, plan and collect; the kept rows are the payload."""
     prepare_child()
     with table_errors(reader, limits):
-        table_file = open_table(media_type, reader, limits.table_bounds)
+        table_file = open_table(media_type, reader, limits.table_bounds, request.table_read)
         settle_types(table_file, needed_columns(table_file.schema, request, node))
         while True:
             try:
@@ -198,11 +202,19 @@ def needed_columns(schema: pa.Schema, request: SliceRequest, node: Node | None) 
     return names | (set() if node is None else set(filter_columns(node)))
 
 
-def describe_work(reader: VerifiedReader, media_type: str, limits: SliceLimits) -> Answer:
+def with_card_read(request: SliceRequest, source: SliceSource) -> SliceRequest:
+    """`request` reading with the card's options, the request's own over them."""
+    options = merged(source.table_read, request.table_read)
+    return msgspec.structs.replace(request, table_read=options)
+
+
+def describe_work(
+    reader: VerifiedReader, media_type: str, limits: SliceLimits, read: TableRead | None = None
+) -> Answer:
     """In the child: the table's description, as JSON (`_footer` builds on it too)."""
     prepare_child()
     with table_errors(reader, limits):
-        table = open_table(media_type, reader, limits.table_bounds)
+        table = open_table(media_type, reader, limits.table_bounds, read)
         settle_types(table, table.schema.names)  # a small CSV: every column, over the whole file
         return Answer(info_as_answer(table_info(table, media_type)))
 

@@ -80,9 +80,11 @@ def table_info(table: TableFile, media_type: str) -> TableInfo:
     fields = tuple(FieldInfo(f.name, str(f.type), f.nullable) for f in table.schema)
     if isinstance(table, ParquetTable):
         return _parquet_info(table, fields)
+    declared = isinstance(table, CsvTable) and bool(table.declared)
     if isinstance(table, CsvTable) and table.typed_whole_file:
-        notes = ("column types are inferred over the whole file", *table.notes, _NO_COUNT)
-        return _unmeasured(media_type, fields, 0, *notes)
+        inferred = "column types are inferred over the whole file"
+        inferred += ", except the declared ones (csv types on the card)" if declared else ""
+        return _unmeasured(media_type, fields, 0, inferred, *table.notes, _NO_COUNT)
     if isinstance(table, CsvTable | JsonLinesTable):
         size = table.reader.size
         if size <= table.block:
@@ -90,6 +92,7 @@ def table_info(table: TableFile, media_type: str) -> TableInfo:
         else:
             seen = f"the first {table.block} bytes of {size}"
         note = f"column types are inferred from {seen}"
+        note += ", except the declared ones (csv types on the card)" if declared else ""
         if isinstance(table, CsvTable):
             note += "; a slice widens a column whose later values do not fit, and says so"
         return _unmeasured(media_type, fields, 0, note, _NO_COUNT)

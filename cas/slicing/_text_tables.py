@@ -15,6 +15,10 @@ that does not fit the first block's type, or a CSV row with more fields, is `Tab
 and says that the types came from the first block. Invalid UTF-8 is refused, not inferred as
 binary.
 
+A card's declared read options (`cards.table_read`) type their columns as declared, never
+inferred nor widened (a value that does not fit is `TableUnreadable` naming the column, the line
+and the type), and add their null tokens to pyarrow's.
+
 Nothing reads the whole file. CSV goes through pyarrow's streaming reader over the verified
 reader; that reader keeps up to 32 blocks read ahead on its I/O thread (not configurable from
 Python, ARROW-12090), so a block is sized for 33 of them to fit one decode's share of the
@@ -38,7 +42,8 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
 from cards import excerpt
-from cards.errors import TableTooLarge, TableUnreadable
+from cards.errors import InvalidInput, TableTooLarge, TableUnreadable
+from cards.table_read import TableRead
 from cas.slicing._limits import TableBounds
 from cas.slicing._reader import VerifiedReader
 from cas.slicing._tables import Scan, check_width, filtered
@@ -73,7 +78,13 @@ def block_bytes(bounds: TableBounds) -> int:
 class CsvTable:
     """A CSV or TSV file with a header row, typed from its first block."""
 
-    def __init__(self, reader: VerifiedReader, bounds: TableBounds, delimiter: str) -> None:
+    def __init__(
+        self,
+        reader: VerifiedReader,
+        bounds: TableBounds,
+        delimiter: str,
+        read: TableRead | None = None,
+    ) -> None:
         self.reader = reader
         self.block = block_bytes(bounds)
         self._parse = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
@@ -83,14 +94,18 @@ class CsvTable:
         _check_header(head[: self.block], reader.size, self.block)
         if head[: self.block].split(b"\n", 1)[0].count(delimiter.encode()) >= bounds.max_columns:
             check_width(bounds.max_columns + 1, bounds)  # before pyarrow builds every column
-        read = pacsv.ReadOptions(use_threads=False, block_size=self.block)
-        nulls = pacsv.ConvertOptions(strings_can_be_null=True)
+        options = pacsv.ReadOptions(use_threads=False, block_size=self.block)
+        self._nulls = [*pacsv.ConvertOptions().null_values, *(() if read is None else read.nulls)]
+        nulls = pacsv.ConvertOptions(strings_can_be_null=True, null_values=self._nulls)
         with _block_errors(self.block):
-            inferred = pacsv.open_csv(pa.BufferReader(head), read, self._parse, nulls).schema
+            inferred = pacsv.open_csv(pa.BufferReader(head), options, self._parse, nulls).schema
         binary = [f.name for f in inferred if pa.types.is_binary(f.type)]
         if binary:
             raise TableUnreadable(f"column {excerpt(binary[0])} holds text that is not UTF-8")
-        self.schema = pa.schema([_as_text_if_null(f) for f in inferred])
+        self.declared: dict[str, str] = {} if read is None else dict(read.types)
+        """The declared type of each column the card (or the read) declares one for."""
+        _check_declared(self.declared, inferred.names)
+        self.schema = pa.schema([_typed(f, self.declared) for f in inferred])
         self._inferred = self.schema
         self.whole_file = reader.size <= WHOLE_FILE_BYTES
         """Whether every column is typed over the whole file before it is read."""
@@ -98,8 +113,8 @@ class CsvTable:
         """One line per widened column: what it was inferred as, and why it was widened."""
         # Text cannot drift; nor can anything when the first block is the whole file.
         self._settled = {f.name for f in self.schema if pa.types.is_string(f.type)}
-        if len(head) >= reader.size:
-            self._settled.update(self.schema.names)
+        if len(head) >= reader.size:  # a declared type was not inferred: it is checked
+            self._settled.update(n for n in self.schema.names if n not in self.declared)
 
     @property
     def typed_whole_file(self) -> bool:
@@ -133,6 +148,15 @@ class CsvTable:
         if not 0 <= drift.column < len(self.schema):
             raise drift
         field = self.schema.field(drift.column)
+        if field.name in self.declared:
+            name = excerpt(field.name)
+            wider = "float64" if pa.types.is_integer(field.type) else "string"
+            flag = f"{field.name if field.name.isidentifier() else name}={wider}"
+            raise TableUnreadable(
+                f"column {name} {drift.found}, which does not fit its declared type "
+                f"{self.declared[field.name]} (a declared type is never widened: declare "
+                f"another, e.g. --csv-type {flag}, or a null token with --csv-null)"
+            ) from drift
         wider = _WIDER.get(field.type, pa.string())
         if field.type == wider:
             raise drift
@@ -160,6 +184,7 @@ class CsvTable:
             column_types={f.name: f.type for f in self.schema if f.name in names},
             include_columns=names,
             strings_can_be_null=True,
+            null_values=self._nulls,
         )
         self.reader.seek(0)
         read = pacsv.ReadOptions(use_threads=False, block_size=self.block)
@@ -185,8 +210,26 @@ def _check_header(head: bytes, size: int, block: int) -> None:
         raise TableUnreadable("the header row is not UTF-8 text") from exc
 
 
-def _as_text_if_null(field: pa.Field) -> pa.Field:
+def _typed(field: pa.Field, declared: dict[str, str]) -> pa.Field:
+    """A column's declared type, else its inferred one (text where pyarrow inferred `null`)."""
+    if field.name in declared:
+        return field.with_type(pa.type_for_alias(declared[field.name]))
     return field.with_type(pa.string()) if pa.types.is_null(field.type) else field
+
+
+def _check_declared(declared: dict[str, str], names: list[str]) -> None:
+    """Refuse declared types for columns the header does not name.
+
+    Raises:
+        InvalidInput: a declared column is not in the header.
+    """
+    missing = [name for name in declared if name not in names]
+    if missing:
+        shown = ", ".join(excerpt(n) for n in names[:20]) + (", ..." if len(names) > 20 else "")
+        raise InvalidInput(
+            f"a type is declared for column {excerpt(missing[0])}, which the table does not "
+            f"have (its columns: {shown}); declare types only for the header's columns"
+        )
 
 
 class JsonLinesTable:

@@ -14,12 +14,26 @@ EXP_HELP = (
 def record_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session", required=True, help="the harness session that exported the file")
     p.add_argument("path", help="file in <rlm_root>/sessions/SESSION/exports/ (or relative to it)")
-    p.add_argument("--title", required=True, help="one line naming the result")
-    p.add_argument("--summary", required=True, help="what the result holds and how it was made")
+    p.add_argument(
+        "--title",
+        help="one line naming the result (default: the file name; a re-record keeps the card's)",
+    )
+    p.add_argument(
+        "--summary",
+        help="what the result holds and how it was made (default: the file name and the "
+        "table's columns; a re-record keeps the card's)",
+    )
+    p.add_argument(
+        "--query",
+        metavar="TEXT",
+        help="the query or computation that made the result: its SHA-256 is the query "
+        "fingerprint, and the text is kept on the card (never sent to Honcho)",
+    )
     p.add_argument(
         "--query-fingerprint",
-        required=True,
-        help="64 lowercase hex characters: SHA-256 of a stable description of the query",
+        metavar="HEX",
+        help="instead of --query: 64 lowercase hex characters, the SHA-256 of a stable "
+        "description of the query",
     )
     p.add_argument("--source", required=True, help="where the data came from")
     p.add_argument("--source-version", required=True, help="dataset version, or 'unknown'")
@@ -49,6 +63,34 @@ def record_args(p: argparse.ArgumentParser) -> None:
         metavar="EXPERIMENT_ID",
         help="an experiment of this project the result was derived from; one option per parent "
         "(fixed at the first record: a re-record keeps them)",
+    )
+    csv_read_args(p, remembered=True)
+
+
+def csv_read_args(p: argparse.ArgumentParser, *, remembered: bool = False) -> None:
+    """`--csv-type` and `--csv-null`: kept on the card by `record`, for one read by `slice`."""
+    scope = (
+        "kept on the card: every later slice and export reads with it; a re-record with "
+        "--csv-type or --csv-null replaces both, '' clears"
+        if remembered
+        else "for this read only, over the card's declared types"
+    )
+    nulls = "kept on the card" if remembered else "for this read only, instead of the card's tokens"
+    p.add_argument(
+        "--csv-type",
+        action="append",
+        dest="csv_types",
+        metavar="COLUMN=TYPE",
+        help=f"read a CSV/TSV column as TYPE (int64, float64, string, bool, date32, "
+        f"timestamp[s], ...); repeat for more ({scope})",
+    )
+    p.add_argument(
+        "--csv-null",
+        action="append",
+        dest="csv_nulls",
+        metavar="TOKEN",
+        help="also read TOKEN as null (blank cells, NA, null, NaN... always are); repeat for more "
+        f"({nulls})",
     )
 
 
@@ -84,6 +126,7 @@ def slice_args(p: argparse.ArgumentParser) -> None:
         "of stdout; parquet, csv and jsonl are streamed, not capped by [slice] max_rows and "
         "max_bytes",
     )
+    csv_read_args(p)
     p.add_argument("--current-source-version", help="compare freshness against this version")
 
 

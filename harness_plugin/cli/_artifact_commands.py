@@ -25,16 +25,16 @@ from harness_plugin.cli._command import Outcome, start
 
 
 def record(args: argparse.Namespace) -> Outcome:
+    import msgspec
+
     from cards import parse_metadata
+    from harness_plugin.cli._record_fields import described, table_read_field
 
     runtime, store = start(args)
-    fields: dict[str, object] = {
-        "title": args.title,
-        "summary": args.summary,
-        "query_fingerprint": args.query_fingerprint,
-        "source": args.source,
-        "source_version": args.source_version,
-    }
+    fields, defaults = described(args)
+    given, read = table_read_field(args)
+    if given:
+        fields["table_read"] = read
     if args.media_type is not None:
         fields["media_type"] = args.media_type
     for name in ("tags", "columns"):  # omitted: unset, so a re-record keeps the card's values
@@ -44,6 +44,7 @@ def record(args: argparse.Namespace) -> Outcome:
     if args.parents is not None:  # omitted: a re-record keeps the card's parents
         fields["derived_from"] = check_parents(store, args.parents, short=True)
     metadata = parse_metadata(fields)
+    metadata = msgspec.structs.replace(metadata, defaults=defaults)
     bar = progress_for(sys.stderr, "recording", enabled=not args.json)
     session = parse_session_id(args.session)
     try:
@@ -76,7 +77,7 @@ def resolve(args: argparse.Namespace) -> Outcome:
 
 
 def show_command(args: argparse.Namespace) -> Outcome:
-    from harness_plugin.cli._table_commands import show, show_lines  # pyarrow loads only here
+    from harness_plugin.cli._show import show, show_lines  # pyarrow loads only here
 
     runtime, store = start(args)
     limits = runtime.config.slice.resolve()

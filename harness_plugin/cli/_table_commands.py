@@ -21,133 +21,33 @@ from typing import TextIO
 import msgspec
 
 from cards import (
-    ExperimentCardV1,
-    Freshness,
     InvalidFilter,
     InvalidInput,
-    ObjectMissing,
     UnknownColumn,
-    UnsupportedMediaType,
-    freshness_verdict,
 )
 from cards.errors import LimitExceeded
-from cards.results import ArtifactView, CardView
-from cas import Located, Store
+from cas import Store
 from cas.slicing import (
     ExportResult,
     SliceLimits,
     SliceRequest,
     SliceResult,
     SliceSource,
-    TableInfo,
-    describe,
     export_slice,
     read_slice,
     refused_columns,
 )
 from fsedge import SHARED_FILE_MODE, write_new
-from harness_plugin import _views
 from harness_plugin.cli._filter_hints import filter_hints
 from harness_plugin.cli._growth import Growth
+from harness_plugin.cli._record_fields import call_read
+from harness_plugin.cli._show import card_header
 
 MAX_CELL_CHARS = 40
 _WRITE_BYTES = 1 << 20
-ARROW_FILE = "application/vnd.apache.arrow.file"
 _ROW_LIMIT = "row_limit"  # a slice's truncated_reason when it kept its row limit
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
 _EXTENSIONS |= {".ndjson": "jsonl", ".txt": "table"}
-
-
-def card_header(located: Located) -> dict[str, object]:
-    """The card's display fields with its freshness, as resolve reports them."""
-    return _header(located.card, located.freshness, located.warnings)
-
-
-def _header(
-    card: ExperimentCardV1, freshness: Freshness, warnings: Sequence[str]
-) -> dict[str, object]:
-    return {
-        "experiment_id": card.experiment_id,
-        "card": _views.card_view(card),
-        "artifact": _views.artifact_view(card),
-        "freshness": str(freshness),
-        "warnings": list(warnings),
-        "available_locally": True,
-    }
-
-
-def show(
-    store: Store, experiment_id: str, current: str | None, limits: SliceLimits
-) -> dict[str, object]:
-    """The card, and for a table its footer: schema, rows, row groups, sizes, statistics.
-
-    A card whose bytes are gone (quarantined by `fsck --repair`) is still shown, marked
-    `available_locally: false`, with how to restore it.
-    """
-    try:
-        located = store.locate(experiment_id, current)  # the card is read once, here
-    except ObjectMissing:
-        card = store.load_card(experiment_id)
-        view = _header(card, *freshness_verdict(card.source_version, current))
-        view |= {"available_locally": False, "table": None, "note": _views.UNAVAILABLE_HINT}
-        return view
-    view = card_header(located)
-    try:
-        info = describe(located.source, limits=limits)
-    except UnsupportedMediaType as exc:
-        view["table"] = None
-        view["note"] = exc.message
-        return view
-    view["table"] = _info_view(info)
-    return view
-
-
-def _info_view(info: TableInfo) -> dict[str, object]:
-    shown = msgspec.structs.replace(info, row_groups=info.row_groups[:100])  # the count stays
-    document: dict[str, object] = msgspec.to_builtins(shown)  # bounded for a person
-    return document
-
-
-def show_lines(view: dict[str, object]) -> list[str]:
-    """`show` for a person; column names, types and statistics escaped as cells are."""
-    return [_views.printable(line) for line in _show_lines(view)]
-
-
-def _show_lines(view: dict[str, object]) -> list[str]:
-    card, artifact, table = view["card"], view["artifact"], view["table"]
-    assert isinstance(card, CardView) and isinstance(artifact, ArtifactView)
-    lines = [
-        f"{card.title}",
-        f"  experiment  {view['experiment_id']}",
-        f"  summary     {card.summary}",
-        f"  source      {card.source} @ {card.source_version}",
-        f"  freshness   {view['freshness']}",
-        f"  artifact    {artifact.media_type}, {_views.human_size(artifact.bytes)}",
-    ]
-    lines += [f"  warning: {w}" for w in view["warnings"]]  # type: ignore[attr-defined]
-    if not view.get("available_locally", True):
-        return lines + [f"  not available locally: {view['note']}"]
-    if not isinstance(table, dict):
-        return lines + [f"  {view.get('note', 'not a table')}"]
-    rows = "unknown" if table["num_rows"] is None else f"{table['num_rows']:,}"
-    groups = table["num_row_groups"]
-    if groups:
-        unit = "record batch" if table["media_type"] == ARROW_FILE else "row group"
-        rows += f" in {groups:,} {unit}{'' if groups == 1 else 'es' if unit[-1] == 'h' else 's'}"
-    lines.append(f"  rows        {rows}")
-    if table["compressed_bytes"] is not None:
-        compressed = _views.human_size(table["compressed_bytes"])
-        uncompressed = _views.human_size(table["uncompressed_bytes"])
-        lines.append(f"  size        {compressed} compressed, {uncompressed} uncompressed")
-    lines.append("  schema")
-    lines += [f"    {f['name']}: {f['type']}" for f in table["fields"]]
-    stats = [c for c in table["columns"] if c["min"] is not None or c["null_count"] is not None]
-    if stats:
-        lines.append("  statistics (min .. max, nulls)")
-        lines += [
-            f"    {c['path']}: {c['min']} .. {c['max']}, {c['null_count']} null" for c in stats
-        ]
-    return lines + [f"  note: {note}" for note in table["notes"]]
 
 
 def output_format(fmt: str | None, out: str | None) -> str:
@@ -190,6 +90,7 @@ def slice_view(
         where=args.where,
         limit=args.limit,
         offset=args.offset,
+        table_read=call_read(args.csv_types, args.csv_nulls),
     )
     located = store.locate(args.experiment_id, args.current_source_version)  # one card read
     header = card_header(located)

@@ -309,7 +309,7 @@ def test_version_help_and_readable_status(env, capsys):
     help_text = subprocess.run(
         [ARTMEM, "record", "--help"], capture_output=True, text=True, check=True
     ).stdout
-    assert help_text.count("repeat for more") == 2
+    assert help_text.count("repeat for more") == 4  # --tag, --column, --csv-type, --csv-null
     _recorded(capsys)
     assert main(["status"]) == 0
     out = capsys.readouterr().out

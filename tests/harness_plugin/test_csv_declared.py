@@ -1,0 +1,226 @@
+"""CSV types and null tokens declared once at `record`, and every later read agreeing (issue 29).
+
+The scientist's drifting CSV (`x` an integer for most rows, then `250001.5` and `NA`) recorded
+with `--csv-type x=float64 --csv-null NA`, then read with no flags by the CLI, the notebook and
+a kernel (`rlm_client.read_slice` of what the worker's resolve tool returned): each must agree
+with `pandas.read_csv(..., dtype={'x': 'float64'}, na_values=['NA'])`, and with an oracle from
+the `csv` module where pandas is not installed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import msgspec
+import pyarrow as pa
+import pytest
+from host_helpers import call_tool, write_config
+
+from cards.results import ResolveResult
+from harness_plugin.cli import main
+from harness_plugin.notebook import open_store
+from rlm_client import read_slice as kernel_slice
+
+ROWS = 3000
+DRIFT = 2500  # a small file: the large one, sliced past its first block, is in tests/cas
+
+
+def drifting() -> bytes:
+    lines = ["id,x,note"]
+    for i in range(ROWS):
+        x = str(i) if i < DRIFT else (f"{i}.5" if i % 2 else "NA")
+        lines.append(f"{i},{x},{'' if i % 7 == 0 else 'n' + str(i % 5)}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def expected_x(data: bytes) -> list[float | None]:
+    """`x` as pandas reads it with dtype float64 and na_values ['NA'] (blank is null too)."""
+    rows = list(csv.DictReader(io.StringIO(data.decode())))
+    return [None if r["x"] in ("", "NA") else float(r["x"]) for r in rows]
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, capsys):
+    config, root = write_config(tmp_path)
+    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
+    monkeypatch.chdir(root)
+    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
+    exports.mkdir(parents=True)
+    return tmp_path, exports
+
+
+def run(capsys, *argv: str) -> tuple[int, dict]:
+    code = main([*argv, "--json"])
+    out = capsys.readouterr()
+    return code, json.loads(out.out or out.err)
+
+
+def record(capsys, name: str, *flags: str) -> tuple[int, dict]:
+    return run(capsys, "record", "--session", "s1", name, "--query", f"select * from {name}",
+               "--source", "lab", "--source-version", "v1", *flags)  # fmt: skip
+
+
+def test_declared_types_reach_the_cli_the_notebook_and_a_kernel(project, capsys):
+    tmp, exports = project
+    data = drifting()
+    (exports / "drift.csv").write_bytes(data)
+    code, out = record(capsys, "drift.csv", "--csv-type", "x=float64", "--csv-null", "NA")
+    assert code == 0, out
+    exp = out["experiment_id"]
+    want = expected_x(data)
+
+    # The CLI, with no flag: the card's declared types.
+    code, shown = run(capsys, "show", exp)
+    assert shown["card"]["table_read"] == {"types": {"x": "float64"}, "nulls": ["NA"]}
+    assert {f["name"]: f["type"] for f in shown["table"]["fields"]}["x"] == "double"
+    assert any("except the declared ones" in n for n in shown["table"]["notes"])
+    assert main(["slice", exp, "--columns", "x", "--format", "csv", "--limit", str(ROWS)]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert [None if v == "" else float(v) for v in lines] == want
+    assert main(["show", exp]) == 0
+    text = capsys.readouterr().out
+    assert "csv types   'x' float64" in text and "csv nulls   'NA'" in text
+
+    # The notebook, with no argument.
+    store = open_store()
+    assert store.read_slice(exp, ["x"]).column("x").to_pylist() == want
+
+    # A kernel: the worker's resolve tool, then `rlm_client.read_slice` with no argument.
+    raw = call_tool(tmp, "memory_artifact_resolve", {"experiment_id": exp})
+    resolved = msgspec.convert(raw, ResolveResult)
+    piece = kernel_slice(resolved, columns=["x"], limit=ROWS)
+    assert piece.table.schema.field("x").type == pa.float64()
+    assert piece.table.column("x").to_pylist() == want
+    assert piece.notes == ()  # declared, not widened
+
+
+def test_the_notebooks_frame_is_pandas_own(project, capsys):
+    pd = pytest.importorskip("pandas")  # not a dependency: checked where it is installed
+    _, exports = project
+    data = drifting()
+    (exports / "drift.csv").write_bytes(data)
+    exp = record(capsys, "drift.csv", "--csv-type", "x=float64", "--csv-null", "NA")[1][
+        "experiment_id"
+    ]
+    frame = pd.read_csv(io.BytesIO(data), dtype={"x": "float64"}, na_values=["NA"])
+    got = open_store().to_pandas(exp)
+    pd.testing.assert_frame_equal(got, frame, check_dtype=False)
+    assert str(got["x"].dtype) == "float64"
+
+
+def test_a_call_overrides_the_card_for_itself(project, capsys):
+    _, exports = project
+    (exports / "t.csv").write_bytes(b"id,code\n1,007\n2,-\n3,010\n")
+    code, out = record(capsys, "t.csv", "--csv-type", "code=string")
+    assert code == 0, out
+    exp = out["experiment_id"]
+    store = open_store()
+    assert store.read_slice(exp).column("code").to_pylist() == ["007", "-", "010"]
+    over = store.read_slice(exp, csv_types={"code": "int64"}, csv_nulls=["-"])
+    assert over.column("code").to_pylist() == [7, None, 10]
+    assert main(["slice", exp, "--csv-null", "-", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ['"id","code"', '1,"007"', "2,", '3,"010"']
+
+
+def test_a_re_record_replaces_keeps_or_clears_the_options(project, capsys):
+    _, exports = project
+    (exports / "t.csv").write_bytes(b"a,b\n1,2\n")
+    code, out = record(capsys, "t.csv", "--csv-type", "a=float64")
+    exp = out["experiment_id"]
+    assert record(capsys, "t.csv", "--tag", "x")[1]["changed"] == ["tags"]  # options kept
+    assert run(capsys, "show", exp)[1]["card"]["table_read"]["types"] == {"a": "float64"}
+    code, out = record(capsys, "t.csv", "--csv-null", "-")
+    assert out["changed"] == ["table_read"]
+    assert run(capsys, "show", exp)[1]["card"]["table_read"] == {"types": {}, "nulls": ["-"]}
+    assert record(capsys, "t.csv", "--csv-type", "")[1]["changed"] == ["table_read"]
+    assert run(capsys, "show", exp)[1]["card"]["table_read"] is None
+
+
+INVALID = "input.invalid"
+
+
+@pytest.mark.parametrize(
+    ("flags", "code", "words"),
+    [
+        (["--csv-type", "x=float128"], INVALID, "unknown type 'float128' for column 'x'"),
+        (["--csv-type", "x"], INVALID, "is not COLUMN=TYPE"),
+        (["--csv-type", "nope=int64"], INVALID, "column 'nope', which the table does not have"),
+        (["--csv-type", "x=int64"], INVALID, "holds '2.5' on line 3, which does not fit its "
+         "declared type int64"),
+        (["--csv-null", "a\nb"], INVALID, "a null token must be one line"),
+        (["--csv-null", "n" * 65], INVALID, "a null token must be 1 to 64 characters"),
+    ],
+)  # fmt: skip
+def test_hostile_options_are_refused_at_record_with_the_bad_part_named(
+    project, capsys, flags, code, words
+):
+    _, exports = project
+    (exports / "d.csv").write_bytes(b"x,y\n1,a\n2.5,b\n")
+    status, out = record(capsys, "d.csv", *flags)
+    assert status == 1 and out["error"]["code"] == code
+    assert words in out["error"]["message"]
+    assert run(capsys, "list")[1]["experiments"] == []  # nothing recorded
+
+
+def test_ten_thousand_declared_columns_are_refused(project, capsys):
+    _, exports = project
+    (exports / "d.csv").write_bytes(b"x\n1\n")
+    flags = [arg for i in range(10_000) for arg in ("--csv-type", f"c{i}=int64")]
+    code, out = record(capsys, "d.csv", *flags)
+    assert code == 1 and out["error"]["code"] == "input.invalid"
+    assert "10000 column types declared; at most 256" in out["error"]["message"]
+
+
+def test_options_for_a_parquet_are_refused(project, capsys):
+    import pyarrow.parquet as pq
+
+    _, exports = project
+    pq.write_table(pa.table({"x": [1]}), exports / "t.parquet")
+    code, out = record(capsys, "t.parquet", "--csv-type", "x=float64")
+    assert code == 1 and "apply to CSV and TSV files" in out["error"]["message"]
+    code, out = record(capsys, "t.parquet")
+    assert code == 0
+    code, err = run(capsys, "slice", out["experiment_id"], "--csv-null", "NA")
+    assert code == 1 and "apply to CSV and TSV tables" in err["error"]["message"]
+
+
+def test_a_value_the_declared_type_cannot_hold_is_a_typed_slice_error(project, capsys):
+    """Declared per call (the card cannot hold a type the file refutes): named column and type."""
+    _, exports = project
+    (exports / "d.csv").write_bytes(b"id,x\n1,1\n2,oops\n")
+    code, out = record(capsys, "d.csv")
+    code, err = run(capsys, "slice", out["experiment_id"], "--csv-type", "x=int64")
+    assert code == 1 and err["error"]["code"] == "slice.table_unreadable"
+    message = err["error"]["message"]
+    assert "column 'x' holds 'oops'" in message and "declared type int64" in message
+    with pytest.raises(Exception, match="unknown type 'decimal'"):
+        open_store().read_slice(out["experiment_id"], csv_types={"x": "decimal"})
+
+
+def test_diff_says_how_two_experiments_are_read(project, capsys):
+    _, exports = project
+    (exports / "t.csv").write_bytes(b"a,b\n1,2\n")
+    plain = record(capsys, "t.csv")[1]["experiment_id"]
+    declared = run(
+        capsys,
+        "record",
+        "--session",
+        "s1",
+        "t.csv",
+        "--query",
+        "other",
+        "--source",
+        "lab",
+        "--source-version",
+        "v1",
+        "--csv-type",
+        "a=float64",
+    )[1]
+    code, diff = run(capsys, "diff", plain, declared["experiment_id"])  # fmt: skip
+    fields = {change["field"]: (change["a"], change["b"]) for change in diff["card"]}
+    assert fields["table_read"] == (None, {"types": {"a": "float64"}, "nulls": []})
+    assert fields["query"] == ("select * from t.csv", "other")
+    assert main(["diff", plain, declared["experiment_id"]]) == 0
+    assert "rows: unknown -> unknown" in capsys.readouterr().out
