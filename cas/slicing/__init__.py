@@ -34,6 +34,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from cas.slicing import _threads  # small: what keeps a reading process single-threaded
+
 if TYPE_CHECKING:
     from cas.slicing._encoders import refused_columns
     from cas.slicing._export import ExportResult, export_slice
@@ -97,6 +99,8 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module in _threads.READERS:  # pyarrow loads with the readers, without numpy
+        _threads.import_readers()
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
