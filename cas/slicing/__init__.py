@@ -99,9 +99,9 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if module in _threads.READERS:  # pyarrow loads with the readers, without numpy
-        _threads.import_readers()
-    value = getattr(importlib.import_module(module), name)
+    # pyarrow loads with a reader, and without numpy, whichever name is asked first
+    loaded = _threads.import_reader(module) if module in _threads.READERS else None
+    value = getattr(loaded or importlib.import_module(module), name)
     globals()[name] = value
     return value
 

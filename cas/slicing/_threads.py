@@ -16,6 +16,7 @@ import importlib
 import os
 import sys
 import threading
+from types import ModuleType
 
 ONE_THREAD_ENV = {
     "JE_ARROW_MALLOC_CONF": "background_thread:false",
@@ -47,17 +48,20 @@ READERS = ("cas.slicing._slice", "cas.slicing._export", "cas.slicing._footer")
 def import_readers() -> None:
     """Import the table readers (pyarrow, its compute, dataset and formats) without numpy.
 
-    pyarrow imports numpy whenever it is installed (about 0.15 s); no reader uses it. numpy is
-    hidden only while they load: a later `import numpy` works as usual (pyarrow keeps no numpy
-    interop in this process). A no-op once pyarrow or numpy is loaded.
+    pyarrow imports numpy whenever it is installed (about 0.15 s, and BLAS's thread pool with
+    it); no reader uses it. numpy is hidden only while they load: a later `import numpy` works
+    as usual (pyarrow keeps no numpy interop in this process). A no-op once they are loaded.
     """
+    for name in READERS:
+        import_reader(name)
+
+
+def import_reader(name: str) -> ModuleType:
+    """The reader module `name`, imported without numpy if pyarrow is not loaded yet."""
     if "pyarrow" in sys.modules or "numpy" in sys.modules:
-        for name in READERS:
-            importlib.import_module(name)
-        return
+        return importlib.import_module(name)
     sys.modules["numpy"] = None  # type: ignore[assignment]  # its import now fails
     try:
-        for name in READERS:
-            importlib.import_module(name)
+        return importlib.import_module(name)
     finally:
         del sys.modules["numpy"]
