@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 PRODUCER = "artmem 0.1.0"
 _REQUIRED = ("title", "summary", "source")
 _OPTIONAL = ("tags", "columns", "shape", "query", "table_read")  # kept on a re-record unless given
+_LOCAL_ONLY = frozenset({"query", "table_read"})  # never in the Honcho projection
 
 
 def new_card(
@@ -100,7 +101,8 @@ def revised_card(
     card's (a person re-recording with `--tag rnaseq` expects to add a tag; removing one is
     `artmem edit --remove-tag`); an explicit empty list clears them. Identity fields never
     change (they made the experiment id). New descriptive text is a new projection revision,
-    so an indexed card goes back to `pending`. A title or summary left to its default
+    so an indexed card goes back to `pending` (the query text and the declared read options are
+    local only: changing only them keeps the index state). A title or summary left to its default
     (`metadata.defaults`) keeps the card's. Parents are fixed when
     the card is first written (so every parent existed before its child, and lineage has no
     cycle): a re-record may repeat them or leave them out, never change them.
@@ -125,7 +127,10 @@ def revised_card(
     if current == descriptive and existing.artifact.media_type == media_type:
         return existing
     index = existing.index
-    if index.state is not IndexState.DISABLED:
+    projected = existing.artifact.media_type != media_type or any(
+        current[name] != value for name, value in descriptive.items() if name not in _LOCAL_ONLY
+    )
+    if projected and index.state is not IndexState.DISABLED:  # a new projection revision
         index = IndexStatus(state=IndexState.PENDING, updated_at=now)
     artifact = msgspec.structs.replace(existing.artifact, media_type=media_type)
     return with_changes(

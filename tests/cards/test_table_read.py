@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import timedelta
 
 import msgspec
 import pytest
@@ -19,6 +20,7 @@ from cards import InvalidInput, parse_card, parse_metadata
 from cards.build import revised_card
 from cards.card import dump_card, query_fingerprint
 from cards.errors import CardInvalid
+from cards.policy import IndexState
 from cards.remote import RemoteCard, project_card
 from cards.table_read import (
     CSV_TYPES,
@@ -147,3 +149,16 @@ def test_a_calls_options_go_over_the_cards():
     assert merged(card, call) == TableRead(types={"x": "float64", "y": "string"}, nulls=["NA"])
     assert merged(card, TableRead(nulls=["-"])) == TableRead(types=card.types, nulls=["-"])
     assert merged(None, call) is call and merged(card, None) is card
+
+
+def test_changing_only_local_fields_keeps_the_index_state():
+    """The query text and read options are not projected: Honcho has nothing new to learn."""
+    card = build_card({**FIELDS, "query": QUERY})
+    indexed = msgspec.structs.replace(
+        card, index=msgspec.structs.replace(card.index, state=IndexState.INDEXED)
+    )
+    later = card.updated_at + timedelta(minutes=1)
+    local = revised_card(indexed, parse_metadata({**FIELDS, "table_read": READ}), later)
+    assert local.table_read is not None and local.index == indexed.index
+    projected = revised_card(indexed, parse_metadata({**FIELDS, "summary": "New words."}), later)
+    assert projected.index.state is IndexState.PENDING
