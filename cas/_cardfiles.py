@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -29,8 +30,8 @@ from cards.errors import (
     StoreIOError,
 )
 from cas import _card_log
-from cas._backend import Backend
-from cas._layout import CARD_SUFFIX, CARDS, ProjectLayout
+from cas._backend import Backend, Entry
+from cas._layout import CARD_SUFFIX, CARDS, TMP, ProjectLayout
 from cas._local_backend import LocalBackend
 
 if TYPE_CHECKING:  # the card models load with the first card parsed, not with the store
@@ -38,6 +39,10 @@ if TYPE_CHECKING:  # the card models load with the first card parsed, not with t
     from cas._card_log import LogMark
 
 MAX_CARD_BYTES = 1 << 20
+_PREFIX = f"{CARDS}/"
+# A cards directory changed less than this long ago has no trustworthy version yet (it exceeds
+# the coarse clock tick that stamps directory mtimes, with room for a clock step).
+RACY_NS = 2_000_000_000
 # Listed names whose inode differs from their stamp, beyond which a stat of every file is cheaper
 # than parsing them all (a quarter of the listing, at least this many).
 _MAX_MOVED = 1024
@@ -160,26 +165,66 @@ class CardReads:
         except (ExperimentNotFound, CardInvalid):
             return None
 
-    # Each backend lists its own way (a directory's stamps and card log; a bucket's listing).
+    def write(self, card: ExperimentCardV1, version: str | None) -> bool:
+        """Create the card (`version` None) or replace exactly `version`; False if that lost.
 
-    def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
-        """Every card, in name order; cards whose stamp equals `unchanged[name]` are not read."""
-        raise NotImplementedError
+        Raises:
+            BackendUnsupported: the backend cannot create, or replace, conditionally.
+            StoreIOError: the backend failed.
+        """
+        from cards.card import dump_card
 
-    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
-        """The cards changed since a card log mark (no log: every card)."""
-        raise NotImplementedError
+        key, body = card_key(card.typed_experiment_id), dump_card(card)
+        if version is None:
+            return self._backend.create(key, body) is not None
+        return self._backend.replace(key, body, version) is not None
+
+    def delete(self, exp_id: ExperimentId) -> None:
+        """Remove a card (absent: nothing to do)."""
+        self._backend.delete(card_key(exp_id))
+
+    def version(self) -> str | None:
+        """A token that changes whenever a card changes; None: unknown, look at the cards."""
+        return None
 
     def count(self) -> int:
-        """How many card names there are (each holds a quota slot)."""
-        raise NotImplementedError
+        """How many card keys there are (valid or not: each holds a quota slot)."""
+        return len(self._listing())
+
+    def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
+        """Every card, in name order, stamped (size, version); unchanged stamps are not read."""
+        known = unchanged or {}
+        for entry in self._listing():
+            name = entry.key.removeprefix(_PREFIX)
+            stamp: CardStamp = (entry.size, entry.version)
+            if known.get(name) == stamp:
+                yield CardRead(name, stamp, None)
+                continue
+            try:
+                exp_id = parse_experiment_id(name.removesuffix(CARD_SUFFIX))
+                card, version = self.read_versioned(exp_id)
+            except ExperimentNotFound:
+                continue  # removed since the listing
+            except (InvalidInput, CardInvalid) as exc:
+                yield CardRead(name, stamp if isinstance(exc, CardInvalid) else None, exc)
+                continue
+            yield CardRead(name, (entry.size, version), card)
+
+    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
+        """Every card, stamped: without a card log, one listing says what changed."""
+        return CardChanges.scanned(self.scan(known), None)
+
+    def _listing(self) -> list[Entry]:
+        return [e for e in self._backend.list(_PREFIX) if e.key.endswith(CARD_SUFFIX)]
 
 
 class CardFiles(CardReads):
     """The card files of the project open at `project_fd` (borrowed: the caller closes it).
 
-    Single cards are read through `LocalBackend`; scans, changes and writes work on the
-    directory itself, for the stamps and the card log.
+    The local backend's faster cards: single cards are read through `LocalBackend`, as on any
+    backend; scans, changes, the version token and writes work on the directory itself, for
+    its stamps (inode, size, mtime) and the card log. Writers hold the commit lock
+    (`Project.locked`), which orders them: a write never loses its condition.
     """
 
     def __init__(self, project_fd: int, layout: ProjectLayout) -> None:
@@ -251,8 +296,24 @@ class CardFiles(CardReads):
         names = _fs.list_dir_beneath(self._fd, self._layout.cards_dir)
         return sum(1 for name in names if name.endswith(CARD_SUFFIX))
 
-    def write(self, card: ExperimentCardV1, tmp_fd: int) -> None:
-        """Atomically replace the card's file (staged in `tmp_fd`'s directory), logged first.
+    def version(self) -> str | None:
+        """The cards directory's (inode, mtime_ns): every card publication renames into it.
+
+        None when there are no cards, or when the directory changed within the last
+        `RACY_NS`: a later change in the same tick of the filesystem's coarse clock could leave
+        the mtime as it is (Git's "racily clean" case), so such a token proves nothing and the
+        caller must look at the files. Compared for equality only.
+        """
+        try:
+            st = os.stat(CARDS, dir_fd=self._fd, follow_symlinks=False)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode) or st.st_mtime_ns > time.time_ns() - RACY_NS:
+            return None
+        return f"{st.st_ino}:{st.st_mtime_ns}"
+
+    def write(self, card: ExperimentCardV1, version: str | None) -> bool:
+        """Atomically replace the card's file (staged in `tmp/`), logged first; always True.
 
         The caller holds the commit lock (`Project.locked`): the card log's readers rely on it.
 
@@ -262,13 +323,28 @@ class CardFiles(CardReads):
         from cards.card import dump_card
 
         data = dump_card(card)
-        cards_fd = _fs.make_dirs(self._fd, self._layout.cards_dir)
+        with self._logged(card.experiment_id + CARD_SUFFIX) as (name, tmp_fd):
+            cards_fd = _fs.make_dirs(self._fd, self._layout.cards_dir)
+            try:
+                _fs.atomic_write(cards_fd, name, data, tmp_fd, "card")
+            finally:
+                os.close(cards_fd)
+        return True
+
+    def delete(self, exp_id: ExperimentId) -> None:
+        """Remove a card's file, its name logged first (the caller holds the commit lock)."""
+        with self._logged(exp_id + CARD_SUFFIX):
+            super().delete(exp_id)
+
+    @contextlib.contextmanager
+    def _logged(self, name: str) -> Iterator[tuple[str, int]]:
+        """The card log names `name` (the intent) before the block changes its file."""
+        tmp_fd = _fs.make_dirs(self._fd, (TMP,))
         try:
-            name = card.experiment_id + CARD_SUFFIX
-            _card_log.log_change(self._fd, name, tmp_fd)  # the intent, before the rename
-            _fs.atomic_write(cards_fd, name, data, tmp_fd, "card")
+            _card_log.log_change(self._fd, name, tmp_fd)
+            yield name, tmp_fd
         finally:
-            os.close(cards_fd)
+            os.close(tmp_fd)
 
     def _read_entry(self, cards_fd: int, name: str, known: CardStamp | None) -> CardRead:
         if known is not None:  # one fstatat, not an open, for a card seen before

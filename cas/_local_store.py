@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -23,6 +22,7 @@ import fsedge as _fs
 from cards import ArtifactId
 from cards.errors import ArtifactTooLarge, InvalidInput, ObjectMissing, SourceChanged, StoreIOError
 from cas._backend import Entry
+from cas._cardfiles import RACY_NS as RACY_NS  # the catalog reads card files by it
 from cas._layout import TMP
 from cas._local_backend import LocalBackend
 from cas._objects import ObjectStore
@@ -39,11 +39,6 @@ if TYPE_CHECKING:  # the card models load with the first card read or written
     from cas.slicing import RemoteBytes
 
 
-# A cards directory changed less than this long ago has no trustworthy version yet (it exceeds
-# the coarse clock tick that stamps directory mtimes, with room for a clock step).
-RACY_NS = 2_000_000_000
-
-
 class ProjectStore(Store):
     """The content-addressed store of one project below the configured artifact root."""
 
@@ -57,23 +52,6 @@ class ProjectStore(Store):
     def local_path(self, parts: Sequence[str]) -> str:
         """The absolute path of `parts` (a layout path) below this project's directory."""
         return os.path.join(self.artifact_root, *self.layout.root, *parts)
-
-    def cards_version(self) -> str | None:
-        """A token that changes whenever a card file is added, replaced or removed.
-
-        Locally the cards directory's (inode, mtime_ns): every card publication renames into
-        it. None when there are no cards, or when the directory changed within the last
-        `RACY_NS`: a later change in the same tick of the filesystem's coarse clock could leave
-        the mtime as it is (Git's "racily clean" case), so such a token proves nothing and the
-        caller must look at the files. Compared for equality only.
-        """
-        try:
-            st = os.lstat(self.local_path(self.layout.cards_dir))
-        except OSError:
-            return None
-        if not stat.S_ISDIR(st.st_mode) or st.st_mtime_ns > time.time_ns() - RACY_NS:
-            return None
-        return f"{st.st_ino}:{st.st_mtime_ns}"
 
     def _opened(self, *, create: bool) -> contextlib.AbstractContextManager[Project | None]:
         return open_project(self.artifact_root, self.layout, create=create)

@@ -6,7 +6,6 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -14,10 +13,8 @@ import fsedge as _fs
 from cards.errors import SourceMissing, StoreIOError
 from cas._cardfiles import CardFiles
 from cas._layout import LOCK, ProjectLayout
+from cas._local_backend import LocalBackend
 from cas._objects import ObjectStore
-
-if TYPE_CHECKING:
-    from cards import ExperimentCardV1
 
 
 class Project(msgspec.Struct, frozen=True):
@@ -39,11 +36,10 @@ class Project(msgspec.Struct, frozen=True):
         finally:
             os.close(fd)  # closing the descriptor releases the lock
 
-    def write_card(self, card: ExperimentCardV1, version: str | None) -> bool:
-        """Replace the card's file; the caller holds the commit lock, which orders writers."""
-        with self.staging() as tmp_fd:
-            self.cards.write(card, tmp_fd)
-        return True
+    @property
+    def keys(self) -> LocalBackend:
+        """The project's keys (`Backend`): its files, below its directory."""
+        return LocalBackend(self.fd)
 
     @contextlib.contextmanager
     def staging(self) -> Iterator[int]:

@@ -172,7 +172,7 @@ class Recorder(msgspec.Struct, frozen=True):
 
         done = commit_card(  # under the lock: the write never loses
             commit, existing, metadata, table_warnings, self.clock(),
-            lambda card: project.write_card(card, None),
+            lambda card: project.cards.write(card, None),
         )  # fmt: skip
         assert done is not None
         return done

@@ -91,7 +91,8 @@ class Store:
 
     def cards_version(self) -> str | None:
         """A token that changes whenever a card changes; None: unknown, look at the cards."""
-        raise NotImplementedError
+        with self._opened(create=False) as room:
+            return None if room is None else room.cards.version()
 
     def _checking(self, room: Room) -> FsckRoom:
         """What `check` asks of the open project beyond its keys (`cas._fsck.FsckRoom`)."""
@@ -305,7 +306,7 @@ class Store:
                     if status is None or status == card.index:
                         return card
                     updated = with_index(card, status)
-                    return updated if room.write_card(updated, version) else None
+                    return updated if room.cards.write(updated, version) else None
 
             return retry_lost_writes(attempt)
 
@@ -364,7 +365,7 @@ class Store:
                     existing, version = room.cards.find_versioned(exp_id)
                     if existing is not None:
                         return (False if existing == card else None,)
-                    return (True,) if room.write_card(card, version) else None
+                    return (True,) if room.cards.write(card, version) else None
 
             return retry_lost_writes(attempt)[0]
 

@@ -9,7 +9,7 @@ The same guarantees as `ProjectStore`, in object-storage terms:
   read a second time and sent as a multipart upload on the final key, every part proven
   against the first pass before it goes, invisible until completed with `If-None-Match: *`, or
   under a claim where the service ignores that), and the card written with a conditional
-  create or an `If-Match` replace (`_cards`, through the seam), in the forms the service was
+  create or an `If-Match` replace (`cas._cardfiles`, through the seam), in the forms the service was
   found to accept (`_probe`), re-deciding on a lost condition (`Store`). A
   source that changes between the passes fails the record (`SourceChanged`) and nothing
   becomes visible. Nothing is written locally: keeping a cached copy of what was sent
@@ -52,7 +52,6 @@ from cards.policy import check_byte_quota, check_card_quota
 from cas._backend import Entry
 from cas._bucket._backend import BucketBackend
 from cas._bucket._cache import LocalCopies, download
-from cas._bucket._cards import BucketCards
 from cas._bucket._client import BucketClient
 from cas._bucket._hasher import hash_for_upload
 from cas._bucket._keys import BucketKeys
@@ -61,6 +60,7 @@ from cas._bucket._proofs import Proofs
 from cas._bucket._publish import Publisher, quarantine
 from cas._bucket._ranged import pin_object
 from cas._bucket._settings import BucketSettings
+from cas._cardfiles import CardReads
 from cas._hashing import Digests, hash_export
 from cas._layout import OBJECTS
 from cas._objects import object_name
@@ -77,17 +77,14 @@ if TYPE_CHECKING:
 
 
 class BucketRoom(NamedTuple):
-    """A bucket project, open for a call: its cards; no lock (every write is conditional)."""
+    """A bucket project, open for a call: its keys and cards; no lock (writes are conditional)."""
 
-    cards: BucketCards
+    keys: BucketBackend
+    cards: CardReads
 
     def locked(self) -> contextlib.AbstractContextManager[None]:
         """No lock spans hosts: a write that lost its condition is decided again."""
         return contextlib.nullcontext()
-
-    def write_card(self, card: ExperimentCardV1, version: str | None) -> bool:
-        """Create the card (`version` None) or replace exactly that version."""
-        return self.cards.write(card, version)
 
 
 class BucketStore(Store):
@@ -118,9 +115,9 @@ class BucketStore(Store):
         return BucketBackend(self.client, self.keys.root, self._capabilities)
 
     @property
-    def cards(self) -> BucketCards:
+    def cards(self) -> CardReads:
         """This project's card objects."""
-        return BucketCards(self.backend, self.layout)
+        return CardReads(self.backend, self.layout)
 
     def capabilities(self, *, refresh: bool = False) -> Capabilities:
         """What the bucket's service does (`_probe`): remembered, or probed on first use.
@@ -152,13 +149,10 @@ class BucketStore(Store):
         """The absolute path of `parts` (a layout path) in this project's local cache."""
         return self.copies.path(tuple(parts))
 
-    def cards_version(self) -> str | None:
-        """None: a bucket gives no cheap token for "the cards changed"; callers list instead."""
-        return None
-
     @contextlib.contextmanager
     def _opened(self, *, create: bool) -> Iterator[Room | None]:
-        yield BucketRoom(self.cards)
+        backend = self.backend
+        yield BucketRoom(backend, CardReads(backend, self.layout))
 
     # -- record -----------------------------------------------------------------------------
 
