@@ -33,10 +33,8 @@ import msgspec
 import fsedge as _fs
 from cards import ArtifactId
 from cards.errors import InvalidInput, PathEscape, SourceMissing, StoreIOError
-from cas._backend import Backend, Entry
-from cas._layout import CHUNKS_SUFFIX, OBJECTS, VERIFIED_SUFFIX
-from cas._local_backend import LocalBackend
-from cas._objects import object_name
+from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX
+from cas._objects import listed_objects
 from cas._progress import Progress
 
 if TYPE_CHECKING:
@@ -115,7 +113,7 @@ def _collect_local(
     with open_project(store.artifact_root, store.layout, create=False) as project:
         if project is None:
             return report
-        entries = _objects(LocalBackend(project.fd))
+        entries = listed_objects(project.keys)
         if progress is not None:
             progress.start(sum(e.size for e, _ in entries))  # bytes looked at
         with project.locked() if apply else contextlib.nullcontext():  # a dry run: no lock
@@ -131,17 +129,6 @@ def _collect_local(
             report, now,
         )  # fmt: skip
     return report
-
-
-def _objects(backend: Backend) -> list[tuple[Entry, ArtifactId]]:
-    """Every object file of the project (not its manifests or records), with its artifact id."""
-    found: list[tuple[Entry, ArtifactId]] = []
-    for entry in backend.list(OBJECTS + "/"):
-        shard, _, name = entry.key.removeprefix(OBJECTS + "/").partition("/")
-        artifact_id = object_name(name, shard)
-        if artifact_id is not None:
-            found.append((entry, artifact_id))
-    return found
 
 
 def _referenced(project: Project) -> tuple[set[str], int]:

@@ -16,8 +16,9 @@ from collections.abc import Iterator
 import fsedge as _fs
 from cards import ArtifactId, parse_artifact_id
 from cards.errors import InvalidId, ObjectMissing, PathEscape, SourceMissing, StoreIOError
+from cas._backend import Backend, Entry
 from cas._hashing import Digests, hash_fd
-from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX, ProjectLayout
+from cas._layout import CHUNKS_SUFFIX, OBJECTS, VERIFIED_SUFFIX, ProjectLayout
 from cas._local_backend import LocalBackend
 from cas._progress import Progress
 from cas._usage import ObjectSummary, summarise
@@ -170,6 +171,23 @@ def _object_sizes(shard_fd: int, shard: str) -> Iterator[int]:
         for entry in entries:
             if not entry.name.endswith(_SIDE_FILES) and object_name(entry.name, shard):
                 yield entry.stat(follow_symlinks=False).st_size
+
+
+def listed_objects(keys: Backend) -> list[tuple[Entry, ArtifactId]]:
+    """Every object of a project (not its manifests or records), listed through its keys."""
+    found: list[tuple[Entry, ArtifactId]] = []
+    for entry in keys.list(f"{OBJECTS}/"):
+        shard, _, name = entry.key.removeprefix(f"{OBJECTS}/").partition("/")
+        artifact_id = object_name(name, shard)
+        if artifact_id is not None:
+            found.append((entry, artifact_id))
+    return found
+
+
+def stored_objects(keys: Backend) -> tuple[int, int]:
+    """How many objects a project holds, and their bytes (one listing of its keys)."""
+    listed = listed_objects(keys)
+    return len(listed), sum(entry.size for entry, _ in listed)
 
 
 def object_name(name: str, shard: str) -> ArtifactId | None:

@@ -62,8 +62,7 @@ from cas._bucket._ranged import pin_object
 from cas._bucket._settings import BucketSettings
 from cas._cardfiles import CardReads
 from cas._hashing import Digests, hash_export
-from cas._layout import OBJECTS
-from cas._objects import object_name
+from cas._objects import stored_objects
 from cas._progress import Progress
 from cas._results import Committing, Provenance, Recorded, commit_card
 from cas._room import Options, Recording, Room, retry_lost_writes
@@ -88,16 +87,30 @@ class BucketRoom(NamedTuple):
 
 
 class BucketStore(Store):
-    """The content-addressed store of one project in a bucket, with a verified local cache."""
+    """The one `Store` over a project in a bucket, with a verified local cache."""
+
+    objects: BucketObjects
 
     def __init__(
         self, settings: BucketSettings, project_id: str, **options: Unpack[Options]
     ) -> None:
         """Serve `project_id` in `settings`' bucket; `options` as `Store`'s."""
-        super().__init__(project_id, **options)
+        super().__init__(functools.partial(BucketObjects, settings), project_id, **options)
+
+    def capabilities(self, *, refresh: bool = False) -> Capabilities:
+        """What the bucket's service does (`BucketObjects.capabilities`; `artmem status`)."""
+        return self.objects.capabilities(refresh=refresh)
+
+
+class BucketObjects:
+    """A project's objects in a bucket, and its local cache (`Objects`)."""
+
+    def __init__(self, settings: BucketSettings, store: Store) -> None:
+        self._store = store
+        self._layout = store.layout
         self.settings = settings
-        self.keys = BucketKeys(self.layout, settings.prefix)
-        self.copies = LocalCopies(settings.cache_root, self.layout, self._verifier)
+        self.keys = BucketKeys(store.layout, settings.prefix)
+        self.copies = LocalCopies(settings.cache_root, store.layout, store.verifier)
         self._client: BucketClient | None = None
         self._client_lock = threading.Lock()
 
@@ -117,7 +130,7 @@ class BucketStore(Store):
     @property
     def cards(self) -> CardReads:
         """This project's card objects."""
-        return CardReads(self.backend, self.layout)
+        return CardReads(self.backend, self._layout)
 
     def capabilities(self, *, refresh: bool = False) -> Capabilities:
         """What the bucket's service does (`_probe`): remembered, or probed on first use.
@@ -138,7 +151,7 @@ class BucketStore(Store):
         in_flight = self.settings.max_in_flight
         proofs = Proofs(
             self.client, self.copies.path(("proofs",)), max(2, in_flight),
-            trusted=self.integrity is not IntegrityMode.ALWAYS,
+            trusted=self._store.integrity is not IntegrityMode.ALWAYS,
         )  # fmt: skip
         return Publisher(
             self.client, self.keys, self.capabilities(), proofs,
@@ -150,13 +163,14 @@ class BucketStore(Store):
         return self.copies.path(tuple(parts))
 
     @contextlib.contextmanager
-    def _opened(self, *, create: bool) -> Iterator[Room | None]:
+    def opened(self, *, create: bool) -> Iterator[Room | None]:
+        """The bucket's project (it always exists: nothing to create)."""
         backend = self.backend
-        yield BucketRoom(backend, CardReads(backend, self.layout))
+        yield BucketRoom(backend, CardReads(backend, self._layout))
 
     # -- record -----------------------------------------------------------------------------
 
-    def _record(self, job: Recording) -> Recorded:
+    def record(self, job: Recording) -> Recorded:
         """Hash the export in place, publish what is not stored, commit the card.
 
         Raises:
@@ -191,10 +205,11 @@ class BucketStore(Store):
         from cas._sniff import detect
         from cas.slicing import measure
 
+        store = self._store
         artifact_id = artifact_id_for_digest(digests.sha256)
         metadata = detect(source_fd, digests.size, name, metadata)
         exp_id = experiment_id(
-            self.project_id, artifact_id, QueryFingerprint(metadata.query_fingerprint),
+            store.project_id, artifact_id, QueryFingerprint(metadata.query_fingerprint),
             metadata.source_version,
         )  # fmt: skip
         cards = self.cards
@@ -202,27 +217,27 @@ class BucketStore(Store):
         # Read through the first pass's chunk digests: a changed source gives no facts.
         measured = measure(source_fd, digests.manifest(), metadata, seen)
         if seen is None:
-            check_card_quota(cards.count(), self.limits)
+            check_card_quota(cards.count(), store.limits)
         publisher = self.publisher()
         head = self.client.head(self.keys.object(artifact_id))
         checked = publisher.proofs.check(head, artifact_id, digests)
         present, healed = bool(checked), False
         if not present:
             replaced = head.size if checked is False and head is not None else 0
-            check_byte_quota(self._listed()[1] - replaced, digests.size, self.limits)
+            check_byte_quota(stored_objects(self.backend)[1] - replaced, digests.size, store.limits)
             present, healed = publisher.publish(
                 artifact_id, digests, source_fd, progress, checked=checked
             )
         commit = Committing(
-            exp_id, self.project_id, artifact_id, digests, provenance,
-            self._initial_index_state, present, healed,
+            exp_id, store.project_id, artifact_id, digests, provenance,
+            store.initial_index_state, present, healed,
         )  # fmt: skip
 
         def attempt() -> Recorded | None:
             existing, etag = cards.find_versioned(exp_id)
-            completed, table_warnings = measured.complete(metadata, existing, self.limits)
+            completed, table_warnings = measured.complete(metadata, existing, store.limits)
             return commit_card(
-                commit, existing, completed, table_warnings, self._clock(),
+                commit, existing, completed, table_warnings, store.clock(),
                 lambda card: cards.write(card, etag),
             )  # fmt: skip
 
@@ -235,55 +250,38 @@ class BucketStore(Store):
 
     # -- objects ----------------------------------------------------------------------------
 
-    def _verified(
+    def verified(
         self, room: Room, card: ExperimentCardV1, progress: Progress | None
     ) -> tuple[datetime, bool]:
+        """A verified local copy, downloaded by ranged GETs while hashed if needed (`_cache`)."""
         key = self.keys.object(card.typed_artifact_id)
         return self.copies.verified(
             card, self.client, key, max(2, self.settings.max_in_flight), progress
         )
 
-    def _remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
+    def remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
         """A verified local copy (left by a resolve) is read from disk; else ranged GETs."""
         if self.copies.has(card.typed_artifact_id):
             return None
         return pin_object(self.client, self.keys, card)
 
-    def _has_object(self, room: Room, artifact_id: ArtifactId) -> bool:
-        """Cached here, or its key exists in the bucket (not a proof)."""
-        if self.copies.has(artifact_id):
-            return True
-        return self.client.head(self.keys.object(artifact_id)) is not None
-
-    def _adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
+    def adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
         """Publish the bytes as a record does (`Publisher`), unless they are proven stored."""
         present, _ = self.publisher().publish(artifact_id, digests, source_fd)
         return present
 
-    def _stored(self, room: Room) -> tuple[int, int]:
-        return self._listed()
-
-    def _checking(self, room: Room) -> FsckRoom:
+    def checking(self, room: Room) -> FsckRoom:
+        """Ranged GETs, stage ages, incomplete uploads (`_BucketCheck`)."""
         return _BucketCheck(self)
-
-    def _listed(self) -> tuple[int, int]:
-        """How many objects the bucket holds for this project, and their bytes (one listing)."""
-        objects = total = 0
-        for entry in self.backend.list(f"{OBJECTS}/"):
-            shard, _, name = entry.key.removeprefix(f"{OBJECTS}/").partition("/")
-            if object_name(name, shard) is not None:
-                objects += 1
-                total += entry.size
-        return objects, total
 
 
 class _BucketCheck:
     """What `fsck` asks of a bucket project: ranged GETs, stage ages, incomplete uploads."""
 
-    def __init__(self, store: BucketStore) -> None:
-        self._client, self._keys = store.client, store.keys
-        self.backend = store.backend
-        stale_after = timedelta(seconds=store.settings.stale_after_s)
+    def __init__(self, objects: BucketObjects) -> None:
+        self._client, self._keys = objects.client, objects.keys
+        self.backend = objects.backend
+        stale_after = timedelta(seconds=objects.settings.stale_after_s)
         self._older_than = datetime.now(UTC) - stale_after
 
     def digests(self, entry: Entry, progress: Progress | None) -> Digests | None:
