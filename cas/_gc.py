@@ -33,8 +33,7 @@ import msgspec
 import fsedge as _fs
 from cards import ArtifactId
 from cards.errors import InvalidInput, PathEscape, SourceMissing, StoreIOError
-from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX
-from cas._objects import listed_objects
+from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX, listed_objects
 from cas._progress import Progress
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ running `rm` again finishes it.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
+import secrets
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -253,7 +253,7 @@ def _remove_one(room: Room, card: ExperimentCardV1, who: str, when: datetime) ->
         "bytes": card.artifact.bytes,
     }
     body = canonical_json(line) + b"\n"
-    audit_key = f"{AUDIT}/{when.strftime('%Y%m%dT%H%M%S.%fZ')}-{os.urandom(8).hex()}"
+    audit_key = f"{AUDIT}/{when.strftime('%Y%m%dT%H%M%S.%fZ')}-{secrets.token_hex(8)}"
     room.keys.create(audit_key, body)
     room.keys.create(f"{RETIRED}/{card.experiment_id}", body)  # present already: retired before
     with room.locked():  # locally, its name is logged first (`CardFiles.delete`)

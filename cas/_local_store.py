@@ -23,9 +23,9 @@ import fsedge as _fs
 from cards import ArtifactId
 from cards.errors import ArtifactTooLarge, InvalidInput, ObjectMissing, SourceChanged, StoreIOError
 from cas._backend import Entry
-from cas._cardfiles import RACY_NS as RACY_NS  # the catalog reads card files by it
 from cas._layout import TMP
 from cas._local_backend import LocalBackend
+from cas._local_cards import RACY_NS as RACY_NS  # the catalog reads card files by it
 from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project, open_project

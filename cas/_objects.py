@@ -14,16 +14,20 @@ import time
 from collections.abc import Iterator
 
 import fsedge as _fs
-from cards import ArtifactId, parse_artifact_id
-from cards.errors import InvalidId, ObjectMissing, PathEscape, SourceMissing, StoreIOError
-from cas._backend import Backend, Entry
+from cards import ArtifactId
+from cards.errors import ObjectMissing, PathEscape, SourceMissing, StoreIOError
 from cas._hashing import Digests, hash_fd
-from cas._layout import CHUNKS_SUFFIX, OBJECTS, VERIFIED_SUFFIX, ProjectLayout
+from cas._layout import (
+    CHUNKS_SUFFIX,
+    MAX_MANIFEST_BYTES,
+    VERIFIED_SUFFIX,
+    ProjectLayout,
+    object_name,
+)
 from cas._local_backend import LocalBackend
 from cas._progress import Progress
 from cas._usage import ObjectSummary, summarise
 
-MAX_MANIFEST_BYTES = 1 << 20
 MAX_RECORD_BYTES = 4096
 _SIDE_FILES = (CHUNKS_SUFFIX, VERIFIED_SUFFIX)
 
@@ -171,32 +175,6 @@ def _object_sizes(shard_fd: int, shard: str) -> Iterator[int]:
         for entry in entries:
             if not entry.name.endswith(_SIDE_FILES) and object_name(entry.name, shard):
                 yield entry.stat(follow_symlinks=False).st_size
-
-
-def listed_objects(keys: Backend) -> list[tuple[Entry, ArtifactId]]:
-    """Every object of a project (not its manifests or records), listed through its keys."""
-    found: list[tuple[Entry, ArtifactId]] = []
-    for entry in keys.list(f"{OBJECTS}/"):
-        shard, _, name = entry.key.removeprefix(f"{OBJECTS}/").partition("/")
-        artifact_id = object_name(name, shard)
-        if artifact_id is not None:
-            found.append((entry, artifact_id))
-    return found
-
-
-def stored_objects(keys: Backend) -> tuple[int, int]:
-    """How many objects a project holds, and their bytes (one listing of its keys)."""
-    listed = listed_objects(keys)
-    return len(listed), sum(entry.size for entry, _ in listed)
-
-
-def object_name(name: str, shard: str) -> ArtifactId | None:
-    """The artifact id `name` is, if it is an object's name in `shard`; else None."""
-    try:
-        artifact_id = parse_artifact_id(name)
-    except InvalidId:
-        return None
-    return artifact_id if ProjectLayout.shard(artifact_id) == shard else None
 
 
 def _link_object(obj_dir: int, stage: _fs.Staged, artifact_id: ArtifactId) -> None:

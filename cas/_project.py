@@ -11,9 +11,9 @@ import msgspec
 
 import fsedge as _fs
 from cards.errors import SourceMissing, StoreIOError
-from cas._cardfiles import CardFiles
 from cas._layout import LOCK, ProjectLayout
 from cas._local_backend import LocalBackend
+from cas._local_cards import CardFiles
 from cas._objects import ObjectStore
 
 

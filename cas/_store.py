@@ -395,7 +395,7 @@ class Store:
 
     def usage(self) -> Usage:
         """Committed objects, their bytes, and cards of this project."""
-        from cas._objects import stored_objects
+        from cas._layout import stored_objects
         from cas._results import Usage
 
         with self._opened(create=False) as room:

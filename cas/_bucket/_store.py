@@ -62,7 +62,7 @@ from cas._bucket._ranged import pin_object
 from cas._bucket._settings import BucketSettings
 from cas._cardfiles import CardReads
 from cas._hashing import Digests, hash_export
-from cas._objects import stored_objects
+from cas._layout import stored_objects
 from cas._progress import Progress
 from cas._results import Committing, Provenance, Recorded, commit_card
 from cas._room import Options, Recording, Room, retry_lost_writes
