@@ -37,6 +37,7 @@ from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX, listed_objects
 from cas._progress import Progress
 
 if TYPE_CHECKING:
+    from cas._cardfiles import CardReads
     from cas._local_store import ProjectStore
     from cas._project import Project
     from cas._store import Store
@@ -116,10 +117,10 @@ def _collect_local(
         if progress is not None:
             progress.start(sum(e.size for e, _ in entries))  # bytes looked at
         with project.locked() if apply else contextlib.nullcontext():  # a dry run: no lock
-            referenced, unreadable = _referenced(project)
+            named, unreadable = referenced(project.cards)
             report.unreadable_cards = unreadable
             for entry, aid in entries:
-                _sweep_object(project, aid, referenced, retention, report, now)
+                _sweep_object(project, aid, named, retention, report, now)
                 if progress is not None:
                     progress.advance(entry.size)
         _sweep_dir(project, project.layout.tmp_dir, "stage", retention.grace_s, report, now)
@@ -130,16 +131,16 @@ def _collect_local(
     return report
 
 
-def _referenced(project: Project) -> tuple[set[str], int]:
+def referenced(cards: CardReads) -> tuple[set[str], int]:
     """The artifact ids every readable card names, and how many cards could not be read."""
-    referenced: set[str] = set()
+    named: set[str] = set()
     unreadable = 0
-    for read in project.cards.scan():
+    for read in cards.scan():
         if isinstance(read.card, Exception) or read.card is None:
             unreadable += 1
         else:
-            referenced.add(read.card.artifact.artifact_id)
-    return referenced, unreadable
+            named.add(read.card.artifact.artifact_id)
+    return named, unreadable
 
 
 def _sweep_object(

@@ -73,12 +73,8 @@ class LocalObjects:
         """Stage, hash and publish the export, then commit its card (`_record`)."""
         from cas._record import Recorder  # record-only rooms (see the module docstring)
 
-        store = self._store
-        recorder = Recorder(
-            store.project_id, store.limits, store.verifier, store.clock, store.initial_index_state
-        )
         with self.opened(create=True) as opened:
-            return recorder.record(_project(require_room(opened)), job)
+            return Recorder(self._store).record(_project(require_room(opened)), job)
 
     def verified(
         self, room: Room, card: ExperimentCardV1, progress: Progress | None

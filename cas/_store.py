@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the card models and the rooms load with the first store
         ArtifactId,
         CardMetadata,
         ExperimentCardV1,
+        ExperimentId,
         IndexState,
         IndexStatus,
         Limits,
@@ -45,7 +46,7 @@ if TYPE_CHECKING:  # the card models and the rooms load with the first store
     from cas._fsck import FsckReport, FsckRoom
     from cas._hashing import Digests
     from cas._progress import Progress
-    from cas._results import Located, Provenance, Recorded, Resolved, Usage
+    from cas._results import Committed, Located, Provenance, Recorded, Resolved, Usage
     from cas._verify import Clock, IntegrityMode, VerificationCache
     from cas.slicing import RemoteBytes
 
@@ -185,6 +186,59 @@ class Store:
                     f"the artifact is larger than the {limit}-byte limit", limit=limit
                 )
             return self.objects.record(Recording(src, provenance, metadata, progress))
+
+    def experiment_of(self, digests: Digests, metadata: CardMetadata) -> ExperimentId:
+        """The experiment these bytes and this metadata name in this project."""
+        from cards import QueryFingerprint, artifact_id_for_digest, experiment_id
+
+        artifact_id = artifact_id_for_digest(digests.sha256)
+        fingerprint = QueryFingerprint(metadata.query_fingerprint)
+        return experiment_id(self.project_id, artifact_id, fingerprint, metadata.source_version)
+
+    def commit(
+        self,
+        room: Room,
+        recording: Committed,
+        place: Callable[[], tuple[bool, bool]],
+    ) -> Recorded:
+        """Commit a record's card once `place()` has stored its bytes, or found them stored.
+
+        Under the room's commit lock (a bucket has none): the card as it is now decides, a new
+        one must fit the card quota, `place()` says whether the bytes were stored already and
+        whether a corrupt copy was healed, and the card is written. A conditional write that
+        lost (a bucket) reads the card and decides again; under the local lock it never loses.
+
+        Raises:
+            QuotaExceeded: a new card would exceed the card quota (or `place` the byte quota).
+            StoreIOError: the card could not be written, or kept changing (retryable).
+        """
+        from cards import artifact_id_for_digest
+        from cards.policy import check_card_quota
+        from cas._results import Committing, commit_card
+
+        digests, metadata, measured, provenance = recording
+        exp_id = self.experiment_of(digests, metadata)
+        with room.locked():
+            first = room.cards.find_versioned(exp_id)
+            if first[0] is None:
+                check_card_quota(room.cards.count(), self.limits)
+            present, healed = place()
+            commit = Committing(
+                exp_id, self.project_id, artifact_id_for_digest(digests.sha256), digests,
+                provenance, self.initial_index_state, present, healed,
+            )  # fmt: skip
+
+            reads = iter((first,))  # a write that lost reads the card again
+
+            def attempt() -> Recorded | None:
+                existing, version = next(reads, None) or room.cards.find_versioned(exp_id)
+                completed, warnings = measured.complete(metadata, existing, self.limits)
+                return commit_card(
+                    commit, existing, completed, warnings, self.clock(),
+                    lambda card: room.cards.write(card, version),
+                )  # fmt: skip
+
+            return retry_lost_writes(attempt)
 
     # -- resolve ----------------------------------------------------------------------------
 

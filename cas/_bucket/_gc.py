@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from cards import ArtifactId
 from cas._gc import GcReport, Reclaimable, Retention
+from cas._gc import referenced as referenced_by
 from cas._layout import CHUNKS_SUFFIX
 from cas._progress import Progress
 
@@ -55,7 +56,7 @@ def collect_bucket_garbage(
     store = bucket.objects
     report = GcReport(applied=apply)
     clock = datetime.fromtimestamp(time.time() if now is None else now, UTC)
-    referenced, unreadable = _referenced(store)
+    referenced, unreadable = referenced_by(store.cards)
     report.unreadable_cards = unreadable
     client, keys = store.client, store.keys
     listed = list(client.listing(keys.objects))
@@ -79,7 +80,7 @@ def collect_bucket_garbage(
                 _trash(client, store, head.key, head.key + CHUNKS_SUFFIX in manifests)
                 deleted[aid] = head
     if apply:
-        now_named, unreadable = _referenced(store)
+        now_named, unreadable = referenced_by(store.cards)
         for gone in sorted(set(deleted) & now_named):
             _restore(client, store, keys.object(ArtifactId(gone)))
             report.restored += 1
@@ -94,17 +95,6 @@ def collect_bucket_garbage(
 
 def _rel(store: BucketObjects, key: str) -> str:
     return key.removeprefix(store.keys.root)
-
-
-def _referenced(store: BucketObjects) -> tuple[set[str], int]:
-    referenced: set[str] = set()
-    unreadable = 0
-    for read in store.cards.scan():
-        if isinstance(read.card, Exception) or read.card is None:
-            unreadable += 1
-        else:
-            referenced.add(read.card.artifact.artifact_id)
-    return referenced, unreadable
 
 
 def _trash_key(store: BucketObjects, key: str) -> str:

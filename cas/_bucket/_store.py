@@ -43,12 +43,10 @@ from typing import TYPE_CHECKING, NamedTuple, Unpack
 from cards import (
     ArtifactId,
     ExperimentCardV1,
-    QueryFingerprint,
     artifact_id_for_digest,
-    experiment_id,
 )
 from cards.errors import IntegrityError, ObjectMissing
-from cards.policy import check_byte_quota, check_card_quota
+from cards.policy import check_byte_quota
 from cas._backend import Entry
 from cas._bucket._backend import BucketBackend
 from cas._bucket._cache import LocalCopies, download
@@ -64,8 +62,8 @@ from cas._cardfiles import CardReads
 from cas._hashing import Digests, hash_export
 from cas._layout import stored_objects
 from cas._progress import Progress
-from cas._results import Committing, Provenance, Recorded, commit_card
-from cas._room import Options, Recording, Room, retry_lost_writes
+from cas._results import Committed, Provenance, Recorded
+from cas._room import Options, Recording, Room
 from cas._store import Store
 from cas._verify import IntegrityMode
 
@@ -208,40 +206,23 @@ class BucketObjects:
         store = self._store
         artifact_id = artifact_id_for_digest(digests.sha256)
         metadata = detect(source_fd, digests.size, name, metadata)
-        exp_id = experiment_id(
-            store.project_id, artifact_id, QueryFingerprint(metadata.query_fingerprint),
-            metadata.source_version,
-        )  # fmt: skip
-        cards = self.cards
-        seen, _ = cards.find_versioned(exp_id)
+        seen, _ = self.cards.find_versioned(store.experiment_of(digests, metadata))
         # Read through the first pass's chunk digests: a changed source gives no facts.
         measured = measure(source_fd, digests.manifest(), metadata, seen)
-        if seen is None:
-            check_card_quota(cards.count(), store.limits)
         publisher = self.publisher()
-        head = self.client.head(self.keys.object(artifact_id))
-        checked = publisher.proofs.check(head, artifact_id, digests)
-        present, healed = bool(checked), False
-        if not present:
+
+        def place() -> tuple[bool, bool]:
+            head = self.client.head(self.keys.object(artifact_id))
+            checked = publisher.proofs.check(head, artifact_id, digests)
+            if checked:
+                return True, False
             replaced = head.size if checked is False and head is not None else 0
-            check_byte_quota(stored_objects(self.backend)[1] - replaced, digests.size, store.limits)
-            present, healed = publisher.publish(
-                artifact_id, digests, source_fd, progress, checked=checked
-            )
-        commit = Committing(
-            exp_id, store.project_id, artifact_id, digests, provenance,
-            store.initial_index_state, present, healed,
-        )  # fmt: skip
+            used = stored_objects(self.backend)[1] - replaced
+            check_byte_quota(used, digests.size, store.limits)
+            return publisher.publish(artifact_id, digests, source_fd, progress, checked=checked)
 
-        def attempt() -> Recorded | None:
-            existing, etag = cards.find_versioned(exp_id)
-            completed, table_warnings = measured.complete(metadata, existing, store.limits)
-            return commit_card(
-                commit, existing, completed, table_warnings, store.clock(),
-                lambda card: cards.write(card, etag),
-            )  # fmt: skip
-
-        recorded = retry_lost_writes(attempt)
+        room = BucketRoom(self.backend, self.cards)
+        recorded = store.commit(room, Committed(digests, metadata, measured, provenance), place)
         if self.client.head(self.keys.object(artifact_id)) is None:
             # `artmem gc` deleted the object while this record adopted it (`cas._bucket._gc`):
             # now that a card names it, send it again (nothing is lost either way).
