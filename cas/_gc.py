@@ -22,10 +22,10 @@ says which). A dry run (`apply=False`) reads the same and deletes nothing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -33,7 +33,8 @@ import msgspec
 import fsedge as _fs
 from cards import ArtifactId
 from cards.errors import InvalidInput, PathEscape, SourceMissing, StoreIOError
-from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX, listed_objects
+from cas._backend import Backend, Entry
+from cas._layout import CHUNKS_SUFFIX, QUARANTINE, TMP, VERIFIED_SUFFIX, listed_objects
 from cas._progress import Progress
 
 if TYPE_CHECKING:
@@ -123,12 +124,26 @@ def _collect_local(
                 _sweep_object(project, aid, named, retention, report, now)
                 if progress is not None:
                     progress.advance(entry.size)
-        _sweep_dir(project, project.layout.tmp_dir, "stage", retention.grace_s, report, now)
-        _sweep_dir(
-            project, project.layout.quarantine_dir, "quarantined", retention.quarantine_s,
-            report, now,
-        )  # fmt: skip
+        stale = functools.partial(_stale_stage, project, now - retention.grace_s, now)
+        sweep(project.keys, f"{TMP}/", "stage", now, report, stale)  # aged by its lock's file
+        sweep(project.keys, f"{QUARANTINE}/", "quarantined", now - retention.quarantine_s, report)
     return report
+
+
+def sweep(
+    keys: Backend,
+    prefix: str,
+    kind: str,
+    older_than: float,
+    report: GcReport,
+    reclaimable: Callable[[Entry], bool] = lambda entry: True,
+) -> None:
+    """Reclaim the keys below `prefix` last changed before `older_than` (and `reclaimable`)."""
+    for entry in keys.list(prefix):
+        if entry.modified <= older_than and reclaimable(entry):
+            report.reclaimed.append(Reclaimable(kind, entry.key, entry.size))
+            if report.applied:
+                keys.delete(entry.key)
 
 
 def referenced(cards: CardReads) -> tuple[set[str], int]:
@@ -189,52 +204,13 @@ def _unlink_object(project: Project, artifact_id: ArtifactId) -> None:
         os.close(shard_fd)
 
 
-def _sweep_dir(
-    project: Project,
-    parts: tuple[str, ...],
-    kind: str,
-    keep_s: float,
-    report: GcReport,
-    now: float,
-) -> None:
-    """Reclaim the regular files of `parts` older than `keep_s` (stages: unless held)."""
-    try:
-        dir_fd = _fs.open_dir_beneath(project.fd, parts)
-    except (SourceMissing, PathEscape):
-        return
-    older_than_ns = int((now - keep_s) * 1e9)
-    if kind == "stage":  # a stage younger than fsck's bound may be before its writer's lock
-        from cas._fsck import STALE_STAGE_AGE_S
+def _stale_stage(project: Project, older_than: float, now: float, entry: Entry) -> bool:
+    """Whether a key below `tmp/` is a stage of ours, older than that, that no writer holds."""
+    from cas._fsck import STALE_STAGE_AGE_S  # a younger stage may be before its writer's lock
 
-        older_than_ns = min(older_than_ns, int((now - STALE_STAGE_AGE_S) * 1e9))
-    try:
-        removed = False
-        for name, size in _old_files(dir_fd, kind, older_than_ns):
-            report.reclaimed.append(Reclaimable(kind, "/".join((*parts, name)), size))
-            if report.applied:
-                os.unlink(name, dir_fd=dir_fd)
-                removed = True
-        if removed:
-            _fs.fsync_dir(dir_fd)
-    except OSError as exc:
-        raise StoreIOError(f"cannot remove a {kind} file: {exc.strerror}") from exc
-    finally:
-        os.close(dir_fd)
-
-
-def _old_files(dir_fd: int, kind: str, older_than_ns: int) -> Iterator[tuple[str, int]]:
-    for name in sorted(os.listdir(dir_fd)):
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        if kind == "stage":
-            if not (name.startswith(_fs.STAGE_PREFIX) and name.endswith(_fs.STAGE_SUFFIX)):
-                continue
-            if not _fs.is_stale_stage(dir_fd, name, older_than_ns=older_than_ns):
-                continue
-        elif max(st.st_mtime_ns, st.st_ctime_ns) > older_than_ns:
-            continue
-        yield name, st.st_size
+    name = entry.key.removeprefix(f"{TMP}/")
+    if "/" in name or not (name.startswith(_fs.STAGE_PREFIX) and name.endswith(_fs.STAGE_SUFFIX)):
+        return False
+    older_than_ns = int(min(older_than, now - STALE_STAGE_AGE_S) * 1e9)
+    with project.staging() as tmp_fd:
+        return _fs.is_stale_stage(tmp_fd, name, older_than_ns=older_than_ns)

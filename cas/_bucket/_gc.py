@@ -28,9 +28,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from cards import ArtifactId
-from cas._gc import GcReport, Reclaimable, Retention
+from cas._gc import GcReport, Reclaimable, Retention, sweep
 from cas._gc import referenced as referenced_by
-from cas._layout import CHUNKS_SUFFIX
+from cas._layout import CHUNKS_SUFFIX, QUARANTINE, TMP
 from cas._progress import Progress
 
 if TYPE_CHECKING:
@@ -89,7 +89,8 @@ def collect_bucket_garbage(
     elif not unreadable:
         _list_trash(store, referenced, retention, report, clock)
     _sweep_staging(store, retention, report, clock)
-    _sweep_prefix(store, keys.quarantine, "quarantined", retention.quarantine_s, report, clock)
+    quarantine_before = clock.timestamp() - retention.quarantine_s
+    sweep(store.backend, f"{QUARANTINE}/", "quarantined", quarantine_before, report)
     return report
 
 
@@ -160,21 +161,10 @@ def _sweep_staging(
 ) -> None:
     """Staging keys and incomplete uploads older than the grace period and fsck's bound."""
     keep = max(retention.grace_s, store.settings.stale_after_s)
-    _sweep_prefix(store, store.keys.tmp, "stage", keep, report, clock)
+    sweep(store.backend, f"{TMP}/", "stage", clock.timestamp() - keep, report)
     older_than = clock - timedelta(seconds=keep)
     for upload in store.client.uploads(store.keys.root):
         if upload.initiated <= older_than:
             report.reclaimed.append(Reclaimable("stage", "upload:" + _rel(store, upload.key), 0))
             if report.applied:
                 store.client.abort(upload.key, upload.upload_id)
-
-
-def _sweep_prefix(
-    store: BucketObjects, prefix: str, kind: str, keep_s: float, report: GcReport, clock: datetime
-) -> None:
-    older_than = clock - timedelta(seconds=keep_s)
-    for head in store.client.listing(prefix):
-        if head.modified <= older_than:
-            report.reclaimed.append(Reclaimable(kind, _rel(store, head.key), head.size))
-            if report.applied:
-                store.client.delete(head.key)
