@@ -208,9 +208,5 @@ def _stale_stage(project: Project, older_than: float, now: float, entry: Entry) 
     """Whether a key below `tmp/` is a stage of ours, older than that, that no writer holds."""
     from cas._fsck import STALE_STAGE_AGE_S  # a younger stage may be before its writer's lock
 
-    name = entry.key.removeprefix(f"{TMP}/")
-    if "/" in name or not (name.startswith(_fs.STAGE_PREFIX) and name.endswith(_fs.STAGE_SUFFIX)):
-        return False
     older_than_ns = int(min(older_than, now - STALE_STAGE_AGE_S) * 1e9)
-    with project.staging() as tmp_fd:
-        return _fs.is_stale_stage(tmp_fd, name, older_than_ns=older_than_ns)
+    return project.stale_stage(entry.key, older_than_ns) is True

@@ -23,7 +23,6 @@ import fsedge as _fs
 from cards import ArtifactId
 from cards.errors import ArtifactTooLarge, InvalidInput, ObjectMissing, SourceChanged, StoreIOError
 from cas._backend import Entry
-from cas._layout import TMP
 from cas._local_backend import LocalBackend
 from cas._local_cards import RACY_NS as RACY_NS  # the catalog reads card files by it
 from cas._objects import ObjectStore
@@ -113,7 +112,8 @@ class LocalObjects:
 
     def stored(self, room: Room) -> tuple[int, int]:
         """The objects' count and bytes from the summary kept by directory stamps (`_usage`)."""
-        return _project(room).objects.usage()
+        summary = _project(room).objects.summary()
+        return summary.objects, summary.bytes
 
     def checking(self, room: Room) -> FsckRoom:
         """A file's hash, a stage's lock, a rename aside (`_LocalCheck`)."""
@@ -151,14 +151,8 @@ class _LocalCheck:
         """Whether a stage is old and no writer holds its lock (None: no stage of ours)."""
         from cas._fsck import STALE_STAGE_AGE_S
 
-        name = entry.key.removeprefix(f"{TMP}/")
-        if "/" in name or not (
-            name.startswith(_fs.STAGE_PREFIX) and name.endswith(_fs.STAGE_SUFFIX)
-        ):
-            return None
         older_than = time.time_ns() - STALE_STAGE_AGE_S * 1_000_000_000
-        with self._project.staging() as tmp_fd:
-            return _fs.is_stale_stage(tmp_fd, name, older_than_ns=older_than)
+        return self._project.stale_stage(entry.key, older_than)
 
     def leftovers(self) -> Iterator[Leftover]:
         """None: every local leftover is a stage."""

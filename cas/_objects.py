@@ -86,11 +86,6 @@ class ObjectStore:
         """
         return summarise(self._fd, _object_sizes, stage_fd)
 
-    def usage(self) -> tuple[int, int]:
-        """How many objects the project holds, and their bytes (writes nothing)."""
-        summary = self.summary()
-        return summary.objects, summary.bytes
-
     def read_manifest(self, artifact_id: ArtifactId) -> bytes | None:
         """The stored chunk manifest's bytes, or None when it is absent or unreadable."""
         return self._read_side(artifact_id, CHUNKS_SUFFIX, MAX_MANIFEST_BYTES)

@@ -11,7 +11,7 @@ import msgspec
 
 import fsedge as _fs
 from cards.errors import SourceMissing, StoreIOError
-from cas._layout import LOCK, ProjectLayout
+from cas._layout import LOCK, TMP, ProjectLayout
 from cas._local_backend import LocalBackend
 from cas._local_cards import CardFiles
 from cas._objects import ObjectStore
@@ -40,6 +40,15 @@ class Project(msgspec.Struct, frozen=True):
     def keys(self) -> LocalBackend:
         """The project's keys (`Backend`): its files, below its directory."""
         return LocalBackend(self.fd)
+
+    def stale_stage(self, key: str, older_than_ns: int) -> bool | None:
+        """Whether a key below `tmp/` is an old stage no writer holds (None: no stage of ours)."""
+        name = key.removeprefix(f"{TMP}/")
+        ours = name.startswith(_fs.STAGE_PREFIX) and name.endswith(_fs.STAGE_SUFFIX)
+        if "/" in name or not ours:
+            return None
+        with self.staging() as tmp_fd:
+            return _fs.is_stale_stage(tmp_fd, name, older_than_ns=older_than_ns)
 
     @contextlib.contextmanager
     def staging(self) -> Iterator[int]:

@@ -200,6 +200,7 @@ class Store:
         room: Room,
         recording: Committed,
         place: Callable[[], tuple[bool, bool]],
+        seen: tuple[ExperimentCardV1 | None, str | None] | None = None,
     ) -> Recorded:
         """Commit a record's card once `place()` has stored its bytes, or found them stored.
 
@@ -207,6 +208,8 @@ class Store:
         one must fit the card quota, `place()` says whether the bytes were stored already and
         whether a corrupt copy was healed, and the card is written. A conditional write that
         lost (a bucket) reads the card and decides again; under the local lock it never loses.
+        `seen` is the card and its version as read just before, where card writes are
+        conditional (a stale read only loses its condition); else it is read here.
 
         Raises:
             QuotaExceeded: a new card would exceed the card quota (or `place` the byte quota).
@@ -219,7 +222,7 @@ class Store:
         digests, metadata, measured, provenance = recording
         exp_id = self.experiment_of(digests, metadata)
         with room.locked():
-            first = room.cards.find_versioned(exp_id)
+            first = seen or room.cards.find_versioned(exp_id)
             if first[0] is None:
                 check_card_quota(room.cards.count(), self.limits)
             present, healed = place()

@@ -206,9 +206,9 @@ class BucketObjects:
         store = self._store
         artifact_id = artifact_id_for_digest(digests.sha256)
         metadata = detect(source_fd, digests.size, name, metadata)
-        seen, _ = self.cards.find_versioned(store.experiment_of(digests, metadata))
+        seen = self.cards.find_versioned(store.experiment_of(digests, metadata))
         # Read through the first pass's chunk digests: a changed source gives no facts.
-        measured = measure(source_fd, digests.manifest(), metadata, seen)
+        measured = measure(source_fd, digests.manifest(), metadata, seen[0])
         publisher = self.publisher()
 
         def place() -> tuple[bool, bool]:
@@ -222,7 +222,8 @@ class BucketObjects:
             return publisher.publish(artifact_id, digests, source_fd, progress, checked=checked)
 
         room = BucketRoom(self.backend, self.cards)
-        recorded = store.commit(room, Committed(digests, metadata, measured, provenance), place)
+        committed = Committed(digests, metadata, measured, provenance)
+        recorded = store.commit(room, committed, place, seen)  # its card writes are conditional
         if self.client.head(self.keys.object(artifact_id)) is None:
             # `artmem gc` deleted the object while this record adopted it (`cas._bucket._gc`):
             # now that a card names it, send it again (nothing is lost either way).
