@@ -10,8 +10,9 @@ adopts a copy and checks its objects for fsck. `LocalObjects` (`_local_store`: a
 commit lock and card log) and `BucketObjects` (`cas._bucket`: an S3-compatible bucket and a
 verified local cache) are the two; `ProjectStore` and `BucketStore` only choose one. A faster
 way a backend offers is a typed extension, never a check of which backend it is: the local
-cards (`CardFiles`: directory stamps, the card log) and the objects' usage summary
-(`Summarised`: directory stamps), both found by protocol. A `read_only` store (the notebook
+cards (`CardFiles`: directory stamps, the card log), the objects' usage summary
+(`Summarised`: directory stamps) and a bucket's verified local copies (`Copies`), all found by
+protocol. A `read_only` store (the notebook
 API) records nothing and writes no card.
 
 This module imports no backend: they load with the first store of their kind, so naming
@@ -91,6 +92,15 @@ class Summarised(Protocol):
 
     def stored(self, room: Room) -> tuple[int, int]:
         """How many objects the project holds, and their bytes."""
+        ...
+
+
+@runtime_checkable
+class Copies(Protocol):
+    """An extension: objects with local copies, so `has_object` needs no request."""
+
+    def has_copy(self, artifact_id: ArtifactId) -> bool:
+        """Whether a copy of the object is kept here (a stat, not a verification)."""
         ...
 
 
@@ -445,9 +455,12 @@ class Store:
             return retry_lost_writes(attempt)[0]
 
     def has_object(self, artifact_id: str) -> bool:
-        """Whether the object's name is stored (a stat, not a verification)."""
-        key = "/".join(self.layout.object_path(parse_artifact_id(artifact_id)))
+        """Whether the object's name is stored, or a copy kept here (a stat, not a proof)."""
+        aid = parse_artifact_id(artifact_id)
+        if isinstance(self.objects, Copies) and self.objects.has_copy(aid):
+            return True
         with self._opened(create=False) as room:
+            key = "/".join(self.layout.object_path(aid))
             return room is not None and room.keys.stat(key) is not None
 
     def usage(self) -> Usage:

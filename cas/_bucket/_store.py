@@ -156,6 +156,10 @@ class BucketObjects:
             part_bytes=self.settings.part_bytes, in_flight=in_flight,
         )  # fmt: skip
 
+    def has_copy(self, artifact_id: ArtifactId) -> bool:
+        """Whether a copy is cached here (`Copies`: `has_object` then sends no request)."""
+        return self.copies.has(artifact_id)
+
     def local_path(self, parts: Sequence[str]) -> str:
         """The absolute path of `parts` (a layout path) in this project's local cache."""
         return self.copies.path(tuple(parts))
