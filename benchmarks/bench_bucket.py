@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--record-only", action="store_true", help="measure only the record / plain upload pairs"
     )
+    parser.add_argument(
+        "--in-flight", type=int, default=None, help="parts sent at once (the store's default)"
+    )
     args = parser.parse_args(argv)
     os.environ.update(ENV)
     import boto3
@@ -157,8 +160,9 @@ def _run(args: argparse.Namespace, endpoint: str, work: Path, s3: object) -> int
 
     def settings(host: str) -> BucketSettings:
         return BucketSettings(
-            bucket=bucket, cache_root=str(work / host / "bucket-cache"), endpoint_url=endpoint
-        )
+            bucket=bucket, cache_root=str(work / host / "bucket-cache"), endpoint_url=endpoint,
+            **({} if args.in_flight is None else {"max_in_flight": args.in_flight}),
+        )  # fmt: skip
 
     prov = Provenance(session_id=SESSION)  # type: ignore[arg-type]
     times: dict[str, list[float]] = {}

@@ -3,14 +3,14 @@
 Rooms (each a private module; this file is the public API):
 
 - `_objects`: the object files of a project (lstat/open/hash/walk/publish/quarantine);
-- `_cardfiles`: the card files (read/find/scan/count/write);
-- `_store`: `Store`, the one store (record, resolve, locate, cards, usage, fsck) over either
-  backend's rooms; `_backend`: `Backend`, the storage seam (six operations on keys);
-- `_local_store`: `ProjectStore`, the store in a local directory (`_local_backend` its keys),
-  with `_ingest` (a kernel's export, opened safely), `_hashing` (the digests), `_verify`
-  (proofs and their cache) and `_project` (a project's directory and lock); `_bucket/`:
-  `BucketStore`, the store on an S3-compatible bucket with a verified local cache (its client
-  loads only there);
+- `_cardfiles`: the cards of any backend through its keys; `_local_cards` the local faster ones;
+- `_store`: `Store`, the one store (record, resolve, locate, cards, usage, fsck) over a backend's
+  keys (`_backend`: `Backend`, the storage seam, six operations) and its `Objects`;
+- `_local_store`: `LocalObjects` and `ProjectStore`, the store in a local directory
+  (`_local_backend` its keys), with `_ingest` (a kernel's export, opened safely), `_hashing`
+  (the digests), `_verify` (proofs and their cache) and `_project` (a project's directory and
+  lock); `_bucket/`: `BucketObjects` and `BucketStore`, the store on an S3-compatible bucket
+  with a verified local cache (its client loads only there);
 - `_catalog`: exact-id and BM25 search over cards, a tantivy index per project kept under the
   state root (`_catalog_local`), `_catalog_engine` the tantivy edge, `_catalog_files` its files
   under the state root; `_fsck`: the

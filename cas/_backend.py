@@ -29,12 +29,12 @@ from cards.errors import PathEscape
 
 
 class Entry(msgspec.Struct, frozen=True):
-    """What `stat` and `list` tell about a key: its size, version and modification time."""
+    """What `stat` and `list` tell about a key: its size, version and when it last changed."""
 
     key: str
     size: int
     version: str
-    modified: float  # seconds since the epoch
+    modified: float  # seconds since the epoch: last written, linked or renamed
 
 
 class Read(msgspec.Struct, frozen=True):

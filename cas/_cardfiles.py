@@ -1,22 +1,20 @@
-"""Card files of one project: `cards/<experiment_id>.json`, validated on every read.
+"""The cards of one project: `cards/<experiment_id>.json` keys, through the storage seam.
 
-A card is replaced atomically (staged, fsynced, renamed), so a reader sees the old or the new
-document, never a mix. Every write is logged first (`_card_log`), so a reader finds the changed
-files without a stat per card (`changes`). A card is used only if it parses, carries a supported
-schema version, and names this project and the experiment id of its file name.
+`CardReads` reads, writes and scans them on any backend (`Backend`): a new card is created
+only if absent, an update replaces exactly the version read (a lost condition is never an
+overwrite: the store reads and decides again), a scan lists the keys and skips the ones whose
+stamp (size, version) the caller already has. The local directory's faster cards extend it
+(`_local_cards.CardFiles`: directory stamps and the card log). A card is used only if it parses,
+carries a supported schema version, and names this project and the experiment id of its key.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
 
-import fsedge as _fs
 from cards import ExperimentId, parse_experiment_id
 from cards.errors import (
     ArtifactError,
@@ -24,25 +22,16 @@ from cards.errors import (
     ExperimentNotFound,
     InvalidInput,
     ObjectMissing,
-    PathEscape,
-    SourceMissing,
-    StoreIOError,
 )
-from cas import _card_log
-from cas._backend import Backend
+from cas._backend import Backend, Entry
 from cas._layout import CARD_SUFFIX, CARDS, ProjectLayout
-from cas._local_backend import LocalBackend
 
 if TYPE_CHECKING:  # the card models load with the first card parsed, not with the store
     from cards import ExperimentCardV1, ProjectId
     from cas._card_log import LogMark
 
 MAX_CARD_BYTES = 1 << 20
-# Listed names whose inode differs from their stamp, beyond which a stat of every file is cheaper
-# than parsing them all (a quarter of the listing, at least this many).
-_MAX_MOVED = 1024
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
+_PREFIX = f"{CARDS}/"
 # What tells a card file's version without reading it, compared for equality only: locally
 # (inode, size, mtime_ns); a bucket backend may use (size, etag).
 CardStamp = tuple[int | str, ...]
@@ -160,145 +149,57 @@ class CardReads:
         except (ExperimentNotFound, CardInvalid):
             return None
 
-    # Each backend lists its own way (a directory's stamps and card log; a bucket's listing).
-
-    def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
-        """Every card, in name order; cards whose stamp equals `unchanged[name]` are not read."""
-        raise NotImplementedError
-
-    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
-        """The cards changed since a card log mark (no log: every card)."""
-        raise NotImplementedError
-
-    def count(self) -> int:
-        """How many card names there are (each holds a quota slot)."""
-        raise NotImplementedError
-
-
-class CardFiles(CardReads):
-    """The card files of the project open at `project_fd` (borrowed: the caller closes it).
-
-    Single cards are read through `LocalBackend`; scans, changes and writes work on the
-    directory itself, for the stamps and the card log.
-    """
-
-    def __init__(self, project_fd: int, layout: ProjectLayout) -> None:
-        super().__init__(LocalBackend(project_fd), layout)
-        self._fd = project_fd
-
-    def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
-        """Every card file, in name order, read through one directory descriptor.
-
-        Files whose stamp (inode, size, mtime) equals `unchanged[name]` are yielded without
-        being read again (`card` is None); a bad file yields its error instead of a card.
-        """
-        known = unchanged or {}
-        with self._cards_dir() as cards_fd:
-            if cards_fd is None:
-                return
-            for name in sorted(os.listdir(cards_fd)):
-                if name.endswith(CARD_SUFFIX):
-                    yield self._read_entry(cards_fd, name, known.get(name))
-
-    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
-        """The card files changed since the log mark `since`, without a stat per card.
-
-        Re-read: the names logged after `since`, always parsed (a stamp can repeat: an inode
-        reused with the same size and mtime), and from one listing of the directory (no stat:
-        the inode comes with the name) names unknown to `known` or whose inode differs from
-        their stamp. When the log cannot say (`_card_log`) or `since` is None, every file is
-        scanned as `scan` does. Either way the result is true of the returned mark.
-        """
-        tail = _card_log.read_since(self._fd, since)
-        if tail.names is None:
-            return CardChanges.scanned(self.scan(known), tail.mark)
-        with self._cards_dir() as cards_fd:
-            if cards_fd is None:
-                return CardChanges((), frozenset(), tail.mark, logged=True)
-            listed, moved = _listed(cards_fd, known)
-            logged = set(tail.names)
-            unlogged = set(moved) - logged
-            if len(unlogged) > max(_MAX_MOVED, len(listed) // 4):
-                # Listed inodes that never match stamps (some overlay filesystems): a stat of
-                # every file is cheaper than parsing them all; the logged ones are parsed.
-                unlogged_known = {n: s for n, s in known.items() if n not in logged}
-                return CardChanges.scanned(self.scan(unlogged_known), tail.mark)
-            present = frozenset(listed)
-            reads = [
-                self._read_entry(cards_fd, name, None if name in logged else known.get(name))
-                for name in sorted(logged.union(unlogged))
-                if name in present or _exists(cards_fd, name)
-            ]
-        extra = [read.name for read in reads if read.name not in present]  # made since listed
-        names = present.union(extra) if extra else present
-        return CardChanges(tuple(reads), names, tail.mark, logged=True)
-
-    @contextlib.contextmanager
-    def _cards_dir(self) -> Iterator[int | None]:
-        """The cards directory, open beneath the project for the block; None if there is none."""
-        try:
-            cards_fd = _fs.open_dir_beneath(self._fd, self._layout.cards_dir)
-        except (SourceMissing, PathEscape):
-            yield None
-            return
-        try:
-            yield cards_fd
-        finally:
-            os.close(cards_fd)
-
-    def count(self) -> int:
-        """How many card files there are (valid or not: each holds a quota slot)."""
-        names = _fs.list_dir_beneath(self._fd, self._layout.cards_dir)
-        return sum(1 for name in names if name.endswith(CARD_SUFFIX))
-
-    def write(self, card: ExperimentCardV1, tmp_fd: int) -> None:
-        """Atomically replace the card's file (staged in `tmp_fd`'s directory), logged first.
-
-        The caller holds the commit lock (`Project.locked`): the card log's readers rely on it.
+    def write(self, card: ExperimentCardV1, version: str | None) -> bool:
+        """Create the card (`version` None) or replace exactly `version`; False if that lost.
 
         Raises:
-            StoreIOError: the card could not be written (or logged); the old file is untouched.
+            BackendUnsupported: the backend cannot create, or replace, conditionally.
+            StoreIOError: the backend failed.
         """
         from cards.card import dump_card
 
-        data = dump_card(card)
-        cards_fd = _fs.make_dirs(self._fd, self._layout.cards_dir)
-        try:
-            name = card.experiment_id + CARD_SUFFIX
-            _card_log.log_change(self._fd, name, tmp_fd)  # the intent, before the rename
-            _fs.atomic_write(cards_fd, name, data, tmp_fd, "card")
-        finally:
-            os.close(cards_fd)
+        key, body = card_key(card.typed_experiment_id), dump_card(card)
+        if version is None:
+            return self._backend.create(key, body) is not None
+        return self._backend.replace(key, body, version) is not None
 
-    def _read_entry(self, cards_fd: int, name: str, known: CardStamp | None) -> CardRead:
-        if known is not None:  # one fstatat, not an open, for a card seen before
+    def delete(self, exp_id: ExperimentId) -> None:
+        """Remove a card (absent: nothing to do)."""
+        self._backend.delete(card_key(exp_id))
+
+    def version(self) -> str | None:
+        """A token that changes whenever a card changes; None: unknown, look at the cards."""
+        return None
+
+    def count(self) -> int:
+        """How many card keys there are (valid or not: each holds a quota slot)."""
+        return len(self._listing())
+
+    def scan(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
+        """Every card, in name order, stamped (size, version); unchanged stamps are not read."""
+        known = unchanged or {}
+        for entry in self._listing():
+            name = entry.key.removeprefix(_PREFIX)
+            stamp: CardStamp = (entry.size, entry.version)
+            if known.get(name) == stamp:
+                yield CardRead(name, stamp, None)
+                continue
             try:
-                st = os.stat(name, dir_fd=cards_fd, follow_symlinks=False)
-            except OSError:
-                pass  # opening it says what is wrong
-            else:
-                if (st.st_ino, st.st_size, st.st_mtime_ns) == known:
-                    return CardRead(name, known, None)
-        try:
-            exp_id = parse_experiment_id(name.removesuffix(CARD_SUFFIX))
-            fd = os.open(name, _OPEN_FLAGS, dir_fd=cards_fd)
-        except InvalidInput as exc:
-            return CardRead(name, None, exc)
-        except OSError as exc:
-            return CardRead(name, None, CardInvalid(f"the card cannot be opened: {exc.strerror}"))
-        try:
-            st = os.fstat(fd)
-            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-            if stamp == known:
-                return CardRead(name, stamp, None)
-            if not stat.S_ISREG(st.st_mode):
-                return CardRead(name, stamp, CardInvalid("the card is not a regular file"))
-            raw = _fs.read_small(fd, MAX_CARD_BYTES, st.st_size)
-            return CardRead(name, stamp, checked_card(_parse(raw), exp_id, self._layout.project_id))
-        except (CardInvalid, StoreIOError) as exc:
-            return CardRead(name, stamp, exc)  # stamped: a bad file is counted once, not per look
-        finally:
-            os.close(fd)
+                exp_id = parse_experiment_id(name.removesuffix(CARD_SUFFIX))
+                card, version = self.read_versioned(exp_id)
+            except ExperimentNotFound:
+                continue  # removed since the listing
+            except (InvalidInput, CardInvalid) as exc:
+                yield CardRead(name, stamp if isinstance(exc, CardInvalid) else None, exc)
+                continue
+            yield CardRead(name, (entry.size, version), card)
+
+    def changes(self, since: LogMark | None, known: Mapping[str, CardStamp]) -> CardChanges:
+        """Every card, stamped: without a card log, one listing says what changed."""
+        return CardChanges.scanned(self.scan(known), None)
+
+    def _listing(self) -> list[Entry]:
+        return [e for e in self._backend.list(_PREFIX) if e.key.endswith(CARD_SUFFIX)]
 
 
 def card_key(exp_id: ExperimentId) -> str:
@@ -317,36 +218,6 @@ def checked_card(
     if card.experiment_id != exp_id or card.project_id != project_id:
         raise CardInvalid("the card does not belong at this place in this project")
     return card
-
-
-def _listed(cards_fd: int, known: Mapping[str, CardStamp]) -> tuple[list[str], list[str]]:
-    """Every card file name, and those unknown or whose inode is not their stamp's (no stat).
-
-    One loop with local names: at 100,000 cards this is most of a start after changes.
-    """
-    names: list[str] = []
-    moved: list[str] = []
-    add, add_moved, stamp_of = names.append, moved.append, known.get
-    with os.scandir(cards_fd) as entries:
-        for entry in entries:
-            name = entry.name
-            if name.endswith(CARD_SUFFIX):
-                add(name)
-                stamp = stamp_of(name)
-                if stamp is None or stamp[0] != entry.inode():
-                    add_moved(name)
-    return names, moved
-
-
-def _exists(cards_fd: int, name: str) -> bool:
-    """Whether `name` (a logged name, validated) is in the directory now."""
-    try:
-        os.stat(name, dir_fd=cards_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True  # reading it says what is wrong
-    return True
 
 
 def _parse(raw: bytes) -> ExperimentCardV1:

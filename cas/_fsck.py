@@ -24,8 +24,16 @@ from cards import ArtifactId, ExperimentCardV1, artifact_id_for_digest, parse_ex
 from cards.errors import CardInvalid, InvalidInput, ObjectMissing
 from cas._backend import Backend, Entry
 from cas._cardfiles import MAX_CARD_BYTES, CardProblem, checked_card
-from cas._layout import CARD_SUFFIX, CARDS, CHUNKS_SUFFIX, OBJECTS, TMP, VERIFIED_SUFFIX
-from cas._objects import MAX_MANIFEST_BYTES, object_name
+from cas._layout import (
+    CARD_SUFFIX,
+    CARDS,
+    CHUNKS_SUFFIX,
+    MAX_MANIFEST_BYTES,
+    OBJECTS,
+    TMP,
+    VERIFIED_SUFFIX,
+    object_name,
+)
 
 if TYPE_CHECKING:
     from cards import ProjectId

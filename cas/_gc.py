@@ -22,10 +22,10 @@ says which). A dry run (`apply=False`) reads the same and deletes nothing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -34,12 +34,11 @@ import fsedge as _fs
 from cards import ArtifactId
 from cards.errors import InvalidInput, PathEscape, SourceMissing, StoreIOError
 from cas._backend import Backend, Entry
-from cas._layout import CHUNKS_SUFFIX, OBJECTS, VERIFIED_SUFFIX
-from cas._local_backend import LocalBackend
-from cas._objects import object_name
+from cas._layout import CHUNKS_SUFFIX, QUARANTINE, TMP, VERIFIED_SUFFIX, listed_objects
 from cas._progress import Progress
 
 if TYPE_CHECKING:
+    from cas._cardfiles import CardReads
     from cas._local_store import ProjectStore
     from cas._project import Project
     from cas._store import Store
@@ -115,45 +114,48 @@ def _collect_local(
     with open_project(store.artifact_root, store.layout, create=False) as project:
         if project is None:
             return report
-        entries = _objects(LocalBackend(project.fd))
+        entries = listed_objects(project.keys)
         if progress is not None:
             progress.start(sum(e.size for e, _ in entries))  # bytes looked at
         with project.locked() if apply else contextlib.nullcontext():  # a dry run: no lock
-            referenced, unreadable = _referenced(project)
+            named, unreadable = referenced(project.cards)
             report.unreadable_cards = unreadable
             for entry, aid in entries:
-                _sweep_object(project, aid, referenced, retention, report, now)
+                _sweep_object(project, aid, named, retention, report, now)
                 if progress is not None:
                     progress.advance(entry.size)
-        _sweep_dir(project, project.layout.tmp_dir, "stage", retention.grace_s, report, now)
-        _sweep_dir(
-            project, project.layout.quarantine_dir, "quarantined", retention.quarantine_s,
-            report, now,
-        )  # fmt: skip
+        stale = functools.partial(_stale_stage, project, now - retention.grace_s, now)
+        sweep(project.keys, f"{TMP}/", "stage", now, report, stale)  # aged by its lock's file
+        sweep(project.keys, f"{QUARANTINE}/", "quarantined", now - retention.quarantine_s, report)
     return report
 
 
-def _objects(backend: Backend) -> list[tuple[Entry, ArtifactId]]:
-    """Every object file of the project (not its manifests or records), with its artifact id."""
-    found: list[tuple[Entry, ArtifactId]] = []
-    for entry in backend.list(OBJECTS + "/"):
-        shard, _, name = entry.key.removeprefix(OBJECTS + "/").partition("/")
-        artifact_id = object_name(name, shard)
-        if artifact_id is not None:
-            found.append((entry, artifact_id))
-    return found
+def sweep(
+    keys: Backend,
+    prefix: str,
+    kind: str,
+    older_than: float,
+    report: GcReport,
+    reclaimable: Callable[[Entry], bool] = lambda entry: True,
+) -> None:
+    """Reclaim the keys below `prefix` last changed before `older_than` (and `reclaimable`)."""
+    for entry in keys.list(prefix):
+        if entry.modified <= older_than and reclaimable(entry):
+            report.reclaimed.append(Reclaimable(kind, entry.key, entry.size))
+            if report.applied:
+                keys.delete(entry.key)
 
 
-def _referenced(project: Project) -> tuple[set[str], int]:
+def referenced(cards: CardReads) -> tuple[set[str], int]:
     """The artifact ids every readable card names, and how many cards could not be read."""
-    referenced: set[str] = set()
+    named: set[str] = set()
     unreadable = 0
-    for read in project.cards.scan():
+    for read in cards.scan():
         if isinstance(read.card, Exception) or read.card is None:
             unreadable += 1
         else:
-            referenced.add(read.card.artifact.artifact_id)
-    return referenced, unreadable
+            named.add(read.card.artifact.artifact_id)
+    return named, unreadable
 
 
 def _sweep_object(
@@ -202,52 +204,9 @@ def _unlink_object(project: Project, artifact_id: ArtifactId) -> None:
         os.close(shard_fd)
 
 
-def _sweep_dir(
-    project: Project,
-    parts: tuple[str, ...],
-    kind: str,
-    keep_s: float,
-    report: GcReport,
-    now: float,
-) -> None:
-    """Reclaim the regular files of `parts` older than `keep_s` (stages: unless held)."""
-    try:
-        dir_fd = _fs.open_dir_beneath(project.fd, parts)
-    except (SourceMissing, PathEscape):
-        return
-    older_than_ns = int((now - keep_s) * 1e9)
-    if kind == "stage":  # a stage younger than fsck's bound may be before its writer's lock
-        from cas._fsck import STALE_STAGE_AGE_S
+def _stale_stage(project: Project, older_than: float, now: float, entry: Entry) -> bool:
+    """Whether a key below `tmp/` is a stage of ours, older than that, that no writer holds."""
+    from cas._fsck import STALE_STAGE_AGE_S  # a younger stage may be before its writer's lock
 
-        older_than_ns = min(older_than_ns, int((now - STALE_STAGE_AGE_S) * 1e9))
-    try:
-        removed = False
-        for name, size in _old_files(dir_fd, kind, older_than_ns):
-            report.reclaimed.append(Reclaimable(kind, "/".join((*parts, name)), size))
-            if report.applied:
-                os.unlink(name, dir_fd=dir_fd)
-                removed = True
-        if removed:
-            _fs.fsync_dir(dir_fd)
-    except OSError as exc:
-        raise StoreIOError(f"cannot remove a {kind} file: {exc.strerror}") from exc
-    finally:
-        os.close(dir_fd)
-
-
-def _old_files(dir_fd: int, kind: str, older_than_ns: int) -> Iterator[tuple[str, int]]:
-    for name in sorted(os.listdir(dir_fd)):
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        if kind == "stage":
-            if not (name.startswith(_fs.STAGE_PREFIX) and name.endswith(_fs.STAGE_SUFFIX)):
-                continue
-            if not _fs.is_stale_stage(dir_fd, name, older_than_ns=older_than_ns):
-                continue
-        elif max(st.st_mtime_ns, st.st_ctime_ns) > older_than_ns:
-            continue
-        yield name, st.st_size
+    older_than_ns = int(min(older_than, now - STALE_STAGE_AGE_S) * 1e9)
+    return project.stale_stage(entry.key, older_than_ns) is True

@@ -8,9 +8,15 @@ objects' summary. The project key is one-way: a listing never shows a project's 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import msgspec
 
-from cards import ArtifactId, ExperimentId, ProjectId, ProjectKey, project_key
+from cards import ArtifactId, ExperimentId, ProjectId, ProjectKey, parse_artifact_id, project_key
+from cards.errors import InvalidId
+
+if TYPE_CHECKING:
+    from cas._backend import Backend, Entry
 
 PROJECTS = "projects"
 OBJECTS = "objects"
@@ -23,6 +29,7 @@ CARD_SUFFIX = ".json"
 CHUNKS_SUFFIX = ".chunks"
 VERIFIED_SUFFIX = ".verified"  # a verification record beside its object (see `_verify`)
 USAGE = "objects.summary"  # sizes of the objects per shard, a cache (see `_usage`)
+MAX_MANIFEST_BYTES = 1 << 20
 
 
 class ProjectLayout(msgspec.Struct, frozen=True):
@@ -76,3 +83,29 @@ class ProjectLayout(msgspec.Struct, frozen=True):
     def quarantine_dir(self) -> tuple[str, ...]:
         """Where `fsck --repair` moves corrupt objects; nothing is ever deleted."""
         return (QUARANTINE,)
+
+
+def object_name(name: str, shard: str) -> ArtifactId | None:
+    """The artifact id `name` is, if it is an object's name in `shard`; else None."""
+    try:
+        artifact_id = parse_artifact_id(name)
+    except InvalidId:
+        return None
+    return artifact_id if ProjectLayout.shard(artifact_id) == shard else None
+
+
+def listed_objects(keys: Backend) -> list[tuple[Entry, ArtifactId]]:
+    """Every object of a project (not its manifests or records), listed through its keys."""
+    found: list[tuple[Entry, ArtifactId]] = []
+    for entry in keys.list(f"{OBJECTS}/"):
+        shard, _, name = entry.key.removeprefix(f"{OBJECTS}/").partition("/")
+        artifact_id = object_name(name, shard)
+        if artifact_id is not None:
+            found.append((entry, artifact_id))
+    return found
+
+
+def stored_objects(keys: Backend) -> tuple[int, int]:
+    """How many objects a project holds, and their bytes (one listing of its keys)."""
+    listed = listed_objects(keys)
+    return len(listed), sum(entry.size for entry, _ in listed)

@@ -22,8 +22,8 @@ running `rm` again finishes it.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
+import secrets
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -32,15 +32,13 @@ import msgspec
 
 from cards import canonical_json, parse_experiment_id
 from cards.errors import CardInvalid, EditConflict, InvalidInput
-from cas._backend import Backend
-from cas._layout import CARD_SUFFIX, CARDS
-from cas._retirement import RETIRED, room_backend
+from cas._retirement import RETIRED
 from cas._room import Room, require_room, retry_lost_writes
 from cas._store import Store
 from fsedge import utc_now
 
 if TYPE_CHECKING:
-    from cards import ExperimentCardV1, ExperimentId, Limits
+    from cards import ExperimentCardV1, Limits
 
 AUDIT = "audit"
 _REVISION = re.compile(r"[0-9a-f]{12,64}")  # a revision, or its first characters as printed
@@ -136,7 +134,7 @@ def edit_card(
                 updated = apply_edit(card, edit, store.limits, when)
                 if updated is card:
                     return Edited(card, before, before, ())
-                if not room.write_card(updated, version):
+                if not room.cards.write(updated, version):
                     return None
                 return Edited(updated, before, card_revision(updated), _changed(card, updated))
 
@@ -229,7 +227,6 @@ def remove_experiments(
     when = now or utc_now()
     with store._opened(create=False) as opened:
         room = require_room(opened)
-        keys = room_backend(store, room)
         cards = {exp_id: room.cards.read(exp_id) for exp_id in exp_ids}  # all exist, or none go
         remaining: dict[str, int] = {}
         for read in room.cards.scan():
@@ -239,14 +236,14 @@ def remove_experiments(
                 remaining[aid] = remaining.get(aid, 0) + 1
         removed = []
         for exp_id, card in cards.items():
-            audit_key = _remove_one(room, keys, card, who, when)
+            audit_key = _remove_one(room, card, who, when)
             aid = card.artifact.artifact_id
             remaining[aid] = remaining.get(aid, 1) - 1
             removed.append(Removed(exp_id, aid, card.artifact.bytes, remaining[aid] > 0, audit_key))
         return removed
 
 
-def _remove_one(room: Room, keys: Backend, card: ExperimentCardV1, who: str, when: datetime) -> str:
+def _remove_one(room: Room, card: ExperimentCardV1, who: str, when: datetime) -> str:
     line = {
         "action": "rm",
         "at": when.isoformat(),
@@ -256,25 +253,12 @@ def _remove_one(room: Room, keys: Backend, card: ExperimentCardV1, who: str, whe
         "bytes": card.artifact.bytes,
     }
     body = canonical_json(line) + b"\n"
-    audit_key = f"{AUDIT}/{when.strftime('%Y%m%dT%H%M%S.%fZ')}-{os.urandom(8).hex()}"
-    keys.create(audit_key, body)
-    keys.create(f"{RETIRED}/{card.experiment_id}", body)  # present already: retired before
-    with room.locked():
-        _delete_card(room, keys, card.typed_experiment_id)
+    audit_key = f"{AUDIT}/{when.strftime('%Y%m%dT%H%M%S.%fZ')}-{secrets.token_hex(8)}"
+    room.keys.create(audit_key, body)
+    room.keys.create(f"{RETIRED}/{card.experiment_id}", body)  # present already: retired before
+    with room.locked():  # locally, its name is logged first (`CardFiles.delete`)
+        room.cards.delete(card.typed_experiment_id)
     return audit_key
-
-
-def _delete_card(room: Room, keys: Backend, exp_id: ExperimentId) -> None:
-    """Remove a card's file or key; locally its name is logged first, under the lock."""
-    from cas._project import Project
-
-    name = exp_id + CARD_SUFFIX
-    if isinstance(room, Project):
-        from cas import _card_log
-
-        with room.staging() as tmp_fd:
-            _card_log.log_change(room.fd, name, tmp_fd)
-    keys.delete(f"{CARDS}/{name}")
 
 
 def audit_lines(store: Store) -> list[bytes]:
@@ -282,5 +266,4 @@ def audit_lines(store: Store) -> list[bytes]:
     with store._opened(create=False) as room:
         if room is None:
             return []
-        keys = room_backend(store, room)
-        return [keys.read(entry.key).data for entry in keys.list(f"{AUDIT}/")]
+        return [room.keys.read(entry.key).data for entry in room.keys.list(f"{AUDIT}/")]

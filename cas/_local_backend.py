@@ -155,7 +155,8 @@ class LocalBackend:
 
 
 def _entry(key: str, st: os.stat_result) -> Entry:
-    return Entry(key, st.st_size, version_of(st), st.st_mtime)
+    """Its entry; modified when last written, linked or renamed (the later of mtime and ctime)."""
+    return Entry(key, st.st_size, version_of(st), max(st.st_mtime, st.st_ctime))
 
 
 def _walk(dir_fd: int, base: str, start: str) -> Iterator[Entry]:

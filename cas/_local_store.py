@@ -1,10 +1,10 @@
-"""`ProjectStore`: the one `Store` over a local directory (its layout: `_layout`).
+"""`ProjectStore`: the one `Store` over a local directory (`LocalObjects`; layout: `_layout`).
 
 The rooms: `_objects` (object files), `_cardfiles` (card files), `_hashing` (the digests),
 `_ingest` (opening a kernel's export safely), `_record` (the commit protocol of a record,
 deduplication and quotas), `_sniff` (the media type), `_verify` (proofs of intactness and their
 records), `_project` (the project's directory, commit lock and staging), `_fs` (the filesystem
-edge). This module opens the project for each call and hands the rooms to `Store`; the
+edge). `LocalObjects` opens the project for each call and hands the rooms to `Store`; the
 record-only rooms load with the first record, so a reader never imports them. A `read_only`
 store (the notebook API) writes nothing at all: not even a verification record.
 """
@@ -12,8 +12,8 @@ store (the notebook API) writes nothing at all: not even a verification record.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-import stat
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -23,8 +23,8 @@ import fsedge as _fs
 from cards import ArtifactId
 from cards.errors import ArtifactTooLarge, InvalidInput, ObjectMissing, SourceChanged, StoreIOError
 from cas._backend import Entry
-from cas._layout import TMP
 from cas._local_backend import LocalBackend
+from cas._local_cards import RACY_NS as RACY_NS  # the catalog reads card files by it
 from cas._objects import ObjectStore
 from cas._progress import Progress
 from cas._project import Project, open_project
@@ -39,77 +39,64 @@ if TYPE_CHECKING:  # the card models load with the first card read or written
     from cas.slicing import RemoteBytes
 
 
-# A cards directory changed less than this long ago has no trustworthy version yet (it exceeds
-# the coarse clock tick that stamps directory mtimes, with room for a clock step).
-RACY_NS = 2_000_000_000
-
-
 class ProjectStore(Store):
-    """The content-addressed store of one project below the configured artifact root."""
+    """The one `Store` over a project's directory below the configured artifact root."""
+
+    objects: LocalObjects
 
     def __init__(self, artifact_root: str, project_id: str, **options: Unpack[Options]) -> None:
         """Serve `project_id` below `artifact_root` (absolute); `options` as `Store`'s."""
         if not os.path.isabs(artifact_root):
             raise InvalidInput("the artifact root must be an absolute path")
         self.artifact_root = artifact_root
-        super().__init__(project_id, **options)
+        super().__init__(functools.partial(LocalObjects, artifact_root), project_id, **options)
+
+
+class LocalObjects:
+    """A project's objects as files below `artifact_root` (`Objects`, and `Summarised`)."""
+
+    def __init__(self, artifact_root: str, store: Store) -> None:
+        self._root = artifact_root
+        self._store = store
+        self._layout = store.layout
 
     def local_path(self, parts: Sequence[str]) -> str:
         """The absolute path of `parts` (a layout path) below this project's directory."""
-        return os.path.join(self.artifact_root, *self.layout.root, *parts)
+        return os.path.join(self._root, *self._layout.root, *parts)
 
-    def cards_version(self) -> str | None:
-        """A token that changes whenever a card file is added, replaced or removed.
+    def opened(self, *, create: bool) -> contextlib.AbstractContextManager[Project | None]:
+        """The project's directory, open for one call (`open_project`)."""
+        return open_project(self._root, self._layout, create=create)
 
-        Locally the cards directory's (inode, mtime_ns): every card publication renames into
-        it. None when there are no cards, or when the directory changed within the last
-        `RACY_NS`: a later change in the same tick of the filesystem's coarse clock could leave
-        the mtime as it is (Git's "racily clean" case), so such a token proves nothing and the
-        caller must look at the files. Compared for equality only.
-        """
-        try:
-            st = os.lstat(self.local_path(self.layout.cards_dir))
-        except OSError:
-            return None
-        if not stat.S_ISDIR(st.st_mode) or st.st_mtime_ns > time.time_ns() - RACY_NS:
-            return None
-        return f"{st.st_ino}:{st.st_mtime_ns}"
-
-    def _opened(self, *, create: bool) -> contextlib.AbstractContextManager[Project | None]:
-        return open_project(self.artifact_root, self.layout, create=create)
-
-    def _record(self, job: Recording) -> Recorded:
+    def record(self, job: Recording) -> Recorded:
+        """Stage, hash and publish the export, then commit its card (`_record`)."""
         from cas._record import Recorder  # record-only rooms (see the module docstring)
 
-        recorder = Recorder(
-            self.project_id, self.limits, self._verifier, self._clock, self._initial_index_state
-        )
-        with self._opened(create=True) as opened:
-            return recorder.record(_project(require_room(opened)), job)
+        with self.opened(create=True) as opened:
+            return Recorder(self._store).record(_project(require_room(opened)), job)
 
-    def _verified(
+    def verified(
         self, room: Room, card: ExperimentCardV1, progress: Progress | None
     ) -> tuple[datetime, bool]:
+        """The object's file proven against the card (a record of its identity, or a hash)."""
         project = _project(room)
-        objects = _UnrecordedProofs(project.fd, self.layout) if self.read_only else None
-        return self._verifier.verify(objects or project.objects, card, progress)
+        objects = _UnrecordedProofs(project.fd, self._layout) if self._store.read_only else None
+        return self._store.verifier.verify(objects or project.objects, card, progress)
 
-    def _remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
-        if not self._has_object(room, card.typed_artifact_id):
+    def remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
+        """None: a slice reads the object's file (which must be a regular file)."""
+        if room.keys.stat("/".join(self._layout.object_path(card.typed_artifact_id))) is None:
             raise ObjectMissing("the experiment's artifact is missing from the store")
         return None
 
-    def _has_object(self, room: Room, artifact_id: ArtifactId) -> bool:
-        key = "/".join(self.layout.object_path(artifact_id))
-        return LocalBackend(_project(room).fd).stat(key) is not None  # a regular file only
-
-    def _adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
+    def adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
         """Copy the bytes into a stage, hashed as copied, and publish it (or find it stored)."""
         from cas._hashing import copy_and_hash
 
-        with self._opened(create=True) as opened:
+        verifier = self._store.verifier
+        with self.opened(create=True) as opened:
             project = _project(require_room(opened))
-            if self._verifier.proven_copy(project.objects, artifact_id, digests):
+            if verifier.proven_copy(project.objects, artifact_id, digests):
                 return True
             with project.staging() as tmp_fd, _fs.staged(tmp_fd, "object") as stage:
                 try:
@@ -121,14 +108,15 @@ class ProjectStore(Store):
                 if copied.sha256 != digests.sha256 or copied.size != digests.size:
                     raise SourceChanged("the bytes changed while they were copied")
                 with project.locked():
-                    return self._verifier.adopt(
-                        project.objects, tmp_fd, stage, artifact_id, digests
-                    )
+                    return verifier.adopt(project.objects, tmp_fd, stage, artifact_id, digests)
 
-    def _stored(self, room: Room) -> tuple[int, int]:
-        return _project(room).objects.usage()
+    def stored(self, room: Room) -> tuple[int, int]:
+        """The objects' count and bytes from the summary kept by directory stamps (`_usage`)."""
+        summary = _project(room).objects.summary()
+        return summary.objects, summary.bytes
 
-    def _checking(self, room: Room) -> FsckRoom:
+    def checking(self, room: Room) -> FsckRoom:
+        """A file's hash, a stage's lock, a rename aside (`_LocalCheck`)."""
         return _LocalCheck(_project(room))
 
 
@@ -163,14 +151,8 @@ class _LocalCheck:
         """Whether a stage is old and no writer holds its lock (None: no stage of ours)."""
         from cas._fsck import STALE_STAGE_AGE_S
 
-        name = entry.key.removeprefix(f"{TMP}/")
-        if "/" in name or not (
-            name.startswith(_fs.STAGE_PREFIX) and name.endswith(_fs.STAGE_SUFFIX)
-        ):
-            return None
         older_than = time.time_ns() - STALE_STAGE_AGE_S * 1_000_000_000
-        with self._project.staging() as tmp_fd:
-            return _fs.is_stale_stage(tmp_fd, name, older_than_ns=older_than)
+        return self._project.stale_stage(entry.key, older_than)
 
     def leftovers(self) -> Iterator[Leftover]:
         """None: every local leftover is a stage."""

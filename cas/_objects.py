@@ -14,15 +14,20 @@ import time
 from collections.abc import Iterator
 
 import fsedge as _fs
-from cards import ArtifactId, parse_artifact_id
-from cards.errors import InvalidId, ObjectMissing, PathEscape, SourceMissing, StoreIOError
+from cards import ArtifactId
+from cards.errors import ObjectMissing, PathEscape, SourceMissing, StoreIOError
 from cas._hashing import Digests, hash_fd
-from cas._layout import CHUNKS_SUFFIX, VERIFIED_SUFFIX, ProjectLayout
+from cas._layout import (
+    CHUNKS_SUFFIX,
+    MAX_MANIFEST_BYTES,
+    VERIFIED_SUFFIX,
+    ProjectLayout,
+    object_name,
+)
 from cas._local_backend import LocalBackend
 from cas._progress import Progress
 from cas._usage import ObjectSummary, summarise
 
-MAX_MANIFEST_BYTES = 1 << 20
 MAX_RECORD_BYTES = 4096
 _SIDE_FILES = (CHUNKS_SUFFIX, VERIFIED_SUFFIX)
 
@@ -80,11 +85,6 @@ class ObjectStore:
         With `stage_fd` (a writer's staging directory) a summary that changed is persisted.
         """
         return summarise(self._fd, _object_sizes, stage_fd)
-
-    def usage(self) -> tuple[int, int]:
-        """How many objects the project holds, and their bytes (writes nothing)."""
-        summary = self.summary()
-        return summary.objects, summary.bytes
 
     def read_manifest(self, artifact_id: ArtifactId) -> bytes | None:
         """The stored chunk manifest's bytes, or None when it is absent or unreadable."""
@@ -170,15 +170,6 @@ def _object_sizes(shard_fd: int, shard: str) -> Iterator[int]:
         for entry in entries:
             if not entry.name.endswith(_SIDE_FILES) and object_name(entry.name, shard):
                 yield entry.stat(follow_symlinks=False).st_size
-
-
-def object_name(name: str, shard: str) -> ArtifactId | None:
-    """The artifact id `name` is, if it is an object's name in `shard`; else None."""
-    try:
-        artifact_id = parse_artifact_id(name)
-    except InvalidId:
-        return None
-    return artifact_id if ProjectLayout.shard(artifact_id) == shard else None
 
 
 def _link_object(obj_dir: int, stage: _fs.Staged, artifact_id: ArtifactId) -> None:

@@ -6,18 +6,15 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import msgspec
 
 import fsedge as _fs
 from cards.errors import SourceMissing, StoreIOError
-from cas._cardfiles import CardFiles
-from cas._layout import LOCK, ProjectLayout
+from cas._layout import LOCK, TMP, ProjectLayout
+from cas._local_backend import LocalBackend
+from cas._local_cards import CardFiles
 from cas._objects import ObjectStore
-
-if TYPE_CHECKING:
-    from cards import ExperimentCardV1
 
 
 class Project(msgspec.Struct, frozen=True):
@@ -39,11 +36,19 @@ class Project(msgspec.Struct, frozen=True):
         finally:
             os.close(fd)  # closing the descriptor releases the lock
 
-    def write_card(self, card: ExperimentCardV1, version: str | None) -> bool:
-        """Replace the card's file; the caller holds the commit lock, which orders writers."""
+    @property
+    def keys(self) -> LocalBackend:
+        """The project's keys (`Backend`): its files, below its directory."""
+        return LocalBackend(self.fd)
+
+    def stale_stage(self, key: str, older_than_ns: int) -> bool | None:
+        """Whether a key below `tmp/` is an old stage no writer holds (None: no stage of ours)."""
+        name = key.removeprefix(f"{TMP}/")
+        ours = name.startswith(_fs.STAGE_PREFIX) and name.endswith(_fs.STAGE_SUFFIX)
+        if "/" in name or not ours:
+            return None
         with self.staging() as tmp_fd:
-            self.cards.write(card, tmp_fd)
-        return True
+            return _fs.is_stale_stage(tmp_fd, name, older_than_ns=older_than_ns)
 
     @contextlib.contextmanager
     def staging(self) -> Iterator[int]:

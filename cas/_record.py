@@ -27,31 +27,18 @@ import contextlib
 import os
 from typing import TYPE_CHECKING
 
-import msgspec
-
 import fsedge as _fs
-from cards import (
-    ArtifactId,
-    CardMetadata,
-    ExperimentId,
-    IndexState,
-    Limits,
-    ProjectId,
-    QueryFingerprint,
-    artifact_id_for_digest,
-    experiment_id,
-)
+from cards import ArtifactId, CardMetadata, artifact_id_for_digest
 from cards.errors import StoreIOError
-from cards.policy import check_byte_quota, check_card_quota
+from cards.policy import check_byte_quota
 from cas._hashing import Digests, copy_and_hash, hash_export
 from cas._progress import Progress
 from cas._project import Project
-from cas._results import Committing, Provenance, Recorded, commit_card
-from cas._verify import Clock, Verifier
+from cas._results import Committed, Provenance, Recorded
 
 if TYPE_CHECKING:
     from cas._room import Recording
-    from cas.slicing import Measured
+    from cas._store import Store
 
 PROBE_MIN_BYTES = 4 << 20  # below this, copying costs little more than hashing first
 
@@ -60,14 +47,12 @@ class _Vanished(Exception):
     """The stored copy proven before the lock is gone (or corrupt) under it: copy after all."""
 
 
-class Recorder(msgspec.Struct, frozen=True):
-    """Records into one project; built by `ProjectStore`, which owns the settings."""
+class Recorder:
+    """Records into one project of `store` (built by `LocalObjects`)."""
 
-    project_id: ProjectId
-    limits: Limits
-    verifier: Verifier
-    clock: Clock
-    initial_index_state: IndexState
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.verifier = store.verifier
 
     def record(self, project: Project, job: Recording) -> Recorded:
         """Record the opened export `job.src` into `project` (see the module docstring).
@@ -76,7 +61,7 @@ class Recorder(msgspec.Struct, frozen=True):
             ArtifactTooLarge, QuotaExceeded, SourceChanged, StoreIOError: see `Store.record`.
         """
         src, provenance, metadata, progress = job
-        limit = self.limits.artifact_bytes  # the caller refused a larger file already
+        limit = self.store.limits.artifact_bytes  # the caller refused a larger file already
         if src.size >= PROBE_MIN_BYTES and _has_object_of_size(project, src.size):
             if progress is not None:
                 progress.start(src.size)
@@ -93,9 +78,8 @@ class Recorder(msgspec.Struct, frozen=True):
         with project.staging() as tmp_fd, _fs.staged(tmp_fd, "object") as stage:
             digests = _stream(src.fd, stage.fd, limit, progress)
             src.check_unchanged(digests.size)
-            measured = self._measure(project, stage.fd, digests, metadata, src.name)
-            with project.locked():
-                return self._commit(project, tmp_fd, stage, digests, *measured, provenance)
+            measured = self._measure(project, stage.fd, digests, metadata, src.name, provenance)
+            return self._commit(project, tmp_fd, stage, measured)
 
     def _deduplicate(
         self,
@@ -113,76 +97,58 @@ class Recorder(msgspec.Struct, frozen=True):
         """
         fd = project.objects.open(artifact_id)
         try:
-            measured = self._measure(project, fd, digests, metadata, name)
+            measured = self._measure(project, fd, digests, metadata, name, provenance)
         finally:
             os.close(fd)
-        with project.staging() as tmp_fd, project.locked():
-            return self._commit(project, tmp_fd, None, digests, *measured, provenance)
+        with project.staging() as tmp_fd:
+            return self._commit(project, tmp_fd, None, measured)
 
     def _measure(
-        self, project: Project, fd: int, digests: Digests, metadata: CardMetadata, name: str
-    ) -> tuple[CardMetadata, Measured]:
+        self,
+        project: Project,
+        fd: int,
+        digests: Digests,
+        metadata: CardMetadata,
+        name: str,
+        provenance: Provenance,
+    ) -> Committed:
         """The media type from the bytes at `fd`, and their table facts (before the lock)."""
         from cas._sniff import detect
         from cas.slicing import measure
 
         metadata = detect(fd, digests.size, name, metadata)
         # Read outside the lock (it may take seconds); the card seen here only spares a
-        # needless read: `_commit` decides on the card under the lock.
-        seen, _ = project.cards.find_versioned(self.experiment_id(digests, metadata))
-        return metadata, measure(fd, digests.manifest(), metadata, seen)
-
-    def experiment_id(self, digests: Digests, metadata: CardMetadata) -> ExperimentId:
-        """The experiment these bytes and this metadata name."""
-        return experiment_id(
-            self.project_id,
-            artifact_id_for_digest(digests.sha256),
-            QueryFingerprint(metadata.query_fingerprint),
-            metadata.source_version,
-        )
+        # needless read: `Store.commit` decides on the card under the lock.
+        seen, _ = project.cards.find_versioned(self.store.experiment_of(digests, metadata))
+        measured = measure(fd, digests.manifest(), metadata, seen)
+        return Committed(digests, metadata, measured, provenance)
 
     def _commit(
-        self,
-        project: Project,
-        tmp_fd: int,
-        stage: _fs.Staged | None,
-        digests: Digests,
-        metadata: CardMetadata,
-        table: Measured,
-        provenance: Provenance,
+        self, project: Project, tmp_fd: int, stage: _fs.Staged | None, recording: Committed
     ) -> Recorded:
         """Publish the object (unless `stage` is None: then it must be stored) and the card."""
+        digests = recording.digests
         artifact_id = artifact_id_for_digest(digests.sha256)
-        exp_id = self.experiment_id(digests, metadata)
-        existing, _ = project.cards.find_versioned(exp_id)
-        metadata, table_warnings = table.complete(metadata, existing, self.limits)
-        if existing is None:
-            check_card_quota(project.cards.count(), self.limits)
-        present, healed = self.verifier.stored_copy(project.objects, artifact_id, digests)
-        if stage is None and (healed or not present):
-            raise _Vanished
-        if not present:
-            check_byte_quota(project.objects.summary(tmp_fd).bytes, digests.size, self.limits)
-        manifest = digests.manifest()
-        project.objects.publish(None if present else stage, artifact_id, manifest, tmp_fd)
-        if stage is not None and not present:
-            # The bytes were hashed as they were written: record the published file's final
-            # identity (our own inode, whatever its name points to later), so its first resolve
-            # and a later deduplication need no rehash.
-            stage.drop_name()
-            sha256 = digests.sha256.hex()
-            self.verifier.remember(project.objects, artifact_id, os.fstat(stage.fd), sha256)
-        commit = Committing(
-            exp_id, self.project_id, artifact_id, digests, provenance,
-            self.initial_index_state, present, healed,
-        )  # fmt: skip
 
-        done = commit_card(  # under the lock: the write never loses
-            commit, existing, metadata, table_warnings, self.clock(),
-            lambda card: project.write_card(card, None),
-        )  # fmt: skip
-        assert done is not None
-        return done
+        def place() -> tuple[bool, bool]:  # under the commit lock
+            present, healed = self.verifier.stored_copy(project.objects, artifact_id, digests)
+            if stage is None and (healed or not present):
+                raise _Vanished
+            if not present:
+                used = project.objects.summary(tmp_fd).bytes
+                check_byte_quota(used, digests.size, self.store.limits)
+            manifest = digests.manifest()
+            project.objects.publish(None if present else stage, artifact_id, manifest, tmp_fd)
+            if stage is not None and not present:
+                # The bytes were hashed as they were written: record the published file's
+                # final identity (our own inode, whatever its name points to later), so its
+                # first resolve and a later deduplication need no rehash.
+                stage.drop_name()
+                sha256 = digests.sha256.hex()
+                self.verifier.remember(project.objects, artifact_id, os.fstat(stage.fd), sha256)
+            return present, healed
+
+        return self.store.commit(project, recording, place)
 
 
 def _has_object_of_size(project: Project, size: int) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the card models load only where a card is built or read
     from collections.abc import Callable
 
     from cards import CardMetadata, ExperimentCardV1
+    from cas.slicing import Measured
 
 
 class Provenance(msgspec.Struct, frozen=True):
@@ -130,6 +131,15 @@ def make_located(
     load_manifest(source)
     state, warnings = freshness_verdict(card.source_version, current_source_version)
     return Located(card=card, source=source, freshness=state, warnings=warnings)
+
+
+class Committed(NamedTuple):
+    """A record's bytes as measured, ready for its card (`Store.commit`)."""
+
+    digests: Digests
+    metadata: CardMetadata  # with the media type detected from the bytes
+    measured: Measured  # their table facts
+    provenance: Provenance
 
 
 class Committing(msgspec.Struct, frozen=True):

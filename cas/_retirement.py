@@ -12,23 +12,9 @@ from collections.abc import Sequence
 
 from cards import parse_experiment_id
 from cards.errors import CardInvalid, ExperimentNotFound
-from cas._backend import Backend
-from cas._room import Room
 from cas._store import Store
 
 RETIRED = "retired"
-
-
-def room_backend(store: Store, room: Room) -> Backend:
-    """The project's keys behind an open room (a local directory, or the bucket)."""
-    from cas._project import Project
-
-    if isinstance(room, Project):
-        from cas._local_backend import LocalBackend
-
-        return LocalBackend(room.fd)
-    backend: Backend = getattr(store, "backend")  # noqa: B009  # a BucketStore's seam
-    return backend
 
 
 def retired_among(store: Store, experiment_ids: Sequence[str]) -> set[str]:
@@ -38,10 +24,9 @@ def retired_among(store: Store, experiment_ids: Sequence[str]) -> set[str]:
     with store._opened(create=False) as room:
         if room is None:
             return set()
-        keys = room_backend(store, room)
         retired = set()
         for exp_id in experiment_ids:
-            if keys.stat(f"{RETIRED}/{parse_experiment_id(exp_id)}") is None:
+            if room.keys.stat(f"{RETIRED}/{parse_experiment_id(exp_id)}") is None:
                 continue
             try:
                 room.cards.read(parse_experiment_id(exp_id))

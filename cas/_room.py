@@ -1,9 +1,9 @@
 """What a store's backend opens for a call (`Room`), and the two rules every room follows.
 
 `Store` (`_store`) does everything over a `Room`: a project opened for one call, with its
-cards, its commit lock (a bucket has none) and card writes. A room that does not exist yet
-holds no experiment (`require_room`); a conditional card write that lost is decided again,
-a bounded number of times (`retry_lost_writes`).
+keys (`Backend`), its cards over them and its commit lock (a bucket has none). A room that
+does not exist yet holds no experiment (`require_room`); a conditional card write that lost is
+decided again, a bounded number of times (`retry_lost_writes`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict, TypeVar
 from cards.errors import ExperimentNotFound, StoreIOError
 
 if TYPE_CHECKING:
-    from cards import CardMetadata, ExperimentCardV1, IndexState, Limits
+    from cards import CardMetadata, IndexState, Limits
+    from cas._backend import Backend
     from cas._cardfiles import CardReads
     from cas._ingest import ExportSource
     from cas._progress import Progress
@@ -28,19 +29,20 @@ T = TypeVar("T")
 
 
 class Room(Protocol):
-    """One project, open for a call: its cards, its commit lock, and card writes."""
+    """One project, open for a call: its keys, its cards, and its commit lock."""
+
+    @property
+    def keys(self) -> Backend:
+        """The project's keys (`LocalBackend`, `BucketBackend`)."""
+        ...
 
     @property
     def cards(self) -> CardReads:
-        """The project's cards (`CardFiles`, `BucketCards`)."""
+        """The project's cards over its keys (locally `CardFiles`: stamps and the card log)."""
         ...
 
     def locked(self) -> AbstractContextManager[None]:
         """The commit lock (a bucket has none: its writes are conditional)."""
-        ...
-
-    def write_card(self, card: ExperimentCardV1, version: str | None) -> bool:
-        """Write a card over `version` (None: create); False when a conditional write lost."""
         ...
 
 

@@ -1,15 +1,21 @@
 """`Store`: one project's store (record, resolve, locate, cards, usage, fsck), whatever holds it.
 
-One implementation of everything the host asks, over a backend's rooms: `ProjectStore`
-(`_local_store`: a local directory, its commit lock and card log) and `BucketStore`
-(`cas._bucket`: an S3-compatible bucket and a verified local cache) only open their project
-(`_opened`, a `Room`), record bytes into it (`_record`), prove, locate or adopt an object,
-and say what fsck asks of them (`_checking`). Cards are read, written and decided on here: an
-update re-reads and decides again when a conditional write lost (`retry_lost_writes`), which
-under the local commit lock never happens. A `read_only` store (the notebook API) records
-nothing and writes no card.
+One class over any backend. A project's small keys (cards, manifests, audit lines, markers) go
+through its `Room.keys`, the six-operation seam (`_backend`); cards are read, written and
+decided on here, over the room's `cards` (`_cardfiles`): an update re-reads and decides again
+when a conditional write lost (`retry_lost_writes`), which under the local commit lock never
+happens. What only a backend knows is its `Objects` (below): how it opens a project for a call,
+records an export's bytes, proves an object where resolve hands it out, reaches it for a slice,
+adopts a copy and checks its objects for fsck. `LocalObjects` (`_local_store`: a directory, its
+commit lock and card log) and `BucketObjects` (`cas._bucket`: an S3-compatible bucket and a
+verified local cache) are the two; `ProjectStore` and `BucketStore` only choose one. A faster
+way a backend offers is a typed extension, never a check of which backend it is: the local
+cards (`CardFiles`: directory stamps, the card log), the objects' usage summary
+(`Summarised`: directory stamps) and a bucket's verified local copies (`Copies`), all found by
+protocol. A `read_only` store (the notebook
+API) records nothing and writes no card.
 
-This module imports no room: they load with the first store of their backend, so naming
+This module imports no backend: they load with the first store of their kind, so naming
 `Store` (the host annotates with it) costs nothing.
 """
 
@@ -18,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cards import parse_artifact_id, parse_experiment_id
 from cards.errors import ArtifactTooLarge
@@ -30,6 +36,7 @@ if TYPE_CHECKING:  # the card models and the rooms load with the first store
         ArtifactId,
         CardMetadata,
         ExperimentCardV1,
+        ExperimentId,
         IndexState,
         IndexStatus,
         Limits,
@@ -40,9 +47,61 @@ if TYPE_CHECKING:  # the card models and the rooms load with the first store
     from cas._fsck import FsckReport, FsckRoom
     from cas._hashing import Digests
     from cas._progress import Progress
-    from cas._results import Located, Provenance, Recorded, Resolved, Usage
+    from cas._results import Committed, Located, Provenance, Recorded, Resolved, Usage
     from cas._verify import Clock, IntegrityMode, VerificationCache
     from cas.slicing import RemoteBytes
+
+
+class Objects(Protocol):
+    """How one backend holds a project's objects (see the module docstring)."""
+
+    def opened(self, *, create: bool) -> AbstractContextManager[Room | None]:
+        """The project open for one call; None when it has recorded nothing (not `create`)."""
+        ...
+
+    def local_path(self, parts: Sequence[str]) -> str:
+        """The absolute local path of `parts` (a layout path), where resolve hands bytes out."""
+        ...
+
+    def record(self, job: Recording) -> Recorded:
+        """Store the opened export's bytes and commit its card (`commit_card`)."""
+        ...
+
+    def verified(
+        self, room: Room, card: ExperimentCardV1, progress: Progress | None
+    ) -> tuple[datetime, bool]:
+        """Prove the card's object intact where `resolve` hands it out; (when, hashed now)."""
+        ...
+
+    def remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
+        """How a slice reaches the card's bytes: None for the local path (ObjectMissing)."""
+        ...
+
+    def adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
+        """Store the bytes at `source_fd` unless an intact copy is; whether one was."""
+        ...
+
+    def checking(self, room: Room) -> FsckRoom:
+        """What `check` asks of the open project beyond its keys (`cas._fsck.FsckRoom`)."""
+        ...
+
+
+@runtime_checkable
+class Summarised(Protocol):
+    """An extension: objects that count themselves faster than a listing of their keys."""
+
+    def stored(self, room: Room) -> tuple[int, int]:
+        """How many objects the project holds, and their bytes."""
+        ...
+
+
+@runtime_checkable
+class Copies(Protocol):
+    """An extension: objects with local copies, so `has_object` needs no request."""
+
+    def has_copy(self, artifact_id: ArtifactId) -> bool:
+        """Whether a copy of the object is kept here (a stat, not a verification)."""
+        ...
 
 
 class Store:
@@ -50,6 +109,7 @@ class Store:
 
     def __init__(
         self,
+        objects: Callable[[Store], Objects],
         project_id: str,
         *,
         limits: Limits | None = None,
@@ -60,7 +120,7 @@ class Store:
         require_owner: bool = True,
         read_only: bool = False,
     ) -> None:
-        """Serve `project_id`: the bounds, integrity mode and clock of every backend.
+        """Serve `project_id` over the backend `objects(store)` builds, with these settings.
 
         A `read_only` store (the notebook API) records nothing and writes no card.
         """
@@ -74,58 +134,28 @@ class Store:
         self.integrity = integrity or IntegrityMode.CACHED
         self.require_owner = require_owner
         self.read_only = read_only
-        self._initial_index_state = initial_index_state or IndexState.DISABLED
-        self._clock = clock
-        self._verifier = Verifier(self.layout.key, self.integrity, cache or PROCESS_CACHE, clock)
+        self.initial_index_state = initial_index_state or IndexState.DISABLED
+        self.clock = clock
+        self.verifier = Verifier(self.layout.key, self.integrity, cache or PROCESS_CACHE, clock)
+        self.objects = objects(self)
 
     @property
     def project_id(self) -> ProjectId:
         """The project this store serves."""
         return self.layout.project_id
 
-    # -- what a backend provides --------------------------------------------------------------
-
     def local_path(self, parts: Sequence[str]) -> str:
         """The absolute local path of `parts` (a layout path) for this project."""
-        raise NotImplementedError
+        return self.objects.local_path(parts)
 
     def cards_version(self) -> str | None:
         """A token that changes whenever a card changes; None: unknown, look at the cards."""
-        raise NotImplementedError
-
-    def _checking(self, room: Room) -> FsckRoom:
-        """What `check` asks of the open project beyond its keys (`cas._fsck.FsckRoom`)."""
-        raise NotImplementedError
+        with self._opened(create=False) as room:
+            return None if room is None else room.cards.version()
 
     def _opened(self, *, create: bool) -> AbstractContextManager[Room | None]:
         """The project open for one call; None when it has recorded nothing (not `create`)."""
-        raise NotImplementedError
-
-    def _record(self, job: Recording) -> Recorded:
-        """Store the opened export's bytes and commit its card (`commit_card`)."""
-        raise NotImplementedError
-
-    def _verified(
-        self, room: Room, card: ExperimentCardV1, progress: Progress | None
-    ) -> tuple[datetime, bool]:
-        """Prove the card's object intact where `resolve` hands it out; (when, hashed now)."""
-        raise NotImplementedError
-
-    def _remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
-        """How a slice reaches the card's bytes: None for the local path (ObjectMissing)."""
-        raise NotImplementedError
-
-    def _has_object(self, room: Room, artifact_id: ArtifactId) -> bool:
-        """Whether the object's name is stored (not a verification)."""
-        raise NotImplementedError
-
-    def _adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
-        """Store the bytes at `source_fd` unless an intact copy is; whether one was."""
-        raise NotImplementedError
-
-    def _stored(self, room: Room) -> tuple[int, int]:
-        """How many objects the project holds, and their bytes."""
-        raise NotImplementedError
+        return self.objects.opened(create=create)
 
     # -- record -----------------------------------------------------------------------------
 
@@ -165,7 +195,63 @@ class Store:
                 raise ArtifactTooLarge(
                     f"the artifact is larger than the {limit}-byte limit", limit=limit
                 )
-            return self._record(Recording(src, provenance, metadata, progress))
+            return self.objects.record(Recording(src, provenance, metadata, progress))
+
+    def experiment_of(self, digests: Digests, metadata: CardMetadata) -> ExperimentId:
+        """The experiment these bytes and this metadata name in this project."""
+        from cards import QueryFingerprint, artifact_id_for_digest, experiment_id
+
+        artifact_id = artifact_id_for_digest(digests.sha256)
+        fingerprint = QueryFingerprint(metadata.query_fingerprint)
+        return experiment_id(self.project_id, artifact_id, fingerprint, metadata.source_version)
+
+    def commit(
+        self,
+        room: Room,
+        recording: Committed,
+        place: Callable[[], tuple[bool, bool]],
+        seen: tuple[ExperimentCardV1 | None, str | None] | None = None,
+    ) -> Recorded:
+        """Commit a record's card once `place()` has stored its bytes, or found them stored.
+
+        Under the room's commit lock (a bucket has none): the card as it is now decides, a new
+        one must fit the card quota, `place()` says whether the bytes were stored already and
+        whether a corrupt copy was healed, and the card is written. A conditional write that
+        lost (a bucket) reads the card and decides again; under the local lock it never loses.
+        `seen` is the card and its version as read just before, where card writes are
+        conditional (a stale read only loses its condition); else it is read here.
+
+        Raises:
+            QuotaExceeded: a new card would exceed the card quota (or `place` the byte quota).
+            StoreIOError: the card could not be written, or kept changing (retryable).
+        """
+        from cards import artifact_id_for_digest
+        from cards.policy import check_card_quota
+        from cas._results import Committing, commit_card
+
+        digests, metadata, measured, provenance = recording
+        exp_id = self.experiment_of(digests, metadata)
+        with room.locked():
+            first = seen or room.cards.find_versioned(exp_id)
+            if first[0] is None:
+                check_card_quota(room.cards.count(), self.limits)
+            present, healed = place()
+            commit = Committing(
+                exp_id, self.project_id, artifact_id_for_digest(digests.sha256), digests,
+                provenance, self.initial_index_state, present, healed,
+            )  # fmt: skip
+
+            reads = iter((first,))  # a write that lost reads the card again
+
+            def attempt() -> Recorded | None:
+                existing, version = next(reads, None) or room.cards.find_versioned(exp_id)
+                completed, warnings = measured.complete(metadata, existing, self.limits)
+                return commit_card(
+                    commit, existing, completed, warnings, self.clock(),
+                    lambda card: room.cards.write(card, version),
+                )  # fmt: skip
+
+            return retry_lost_writes(attempt)
 
     # -- resolve ----------------------------------------------------------------------------
 
@@ -192,7 +278,7 @@ class Store:
         check_version(current_source_version)
         with self._opened(create=False) as room:
             card = require_room(room).cards.read(exp_id)
-            verified_at, hashed = self._verified(require_room(room), card, progress)
+            verified_at, hashed = self.objects.verified(require_room(room), card, progress)
         return make_resolved(card, self._paths(card), current_source_version, verified_at, hashed)
 
     def locate(self, experiment_id: str, current_source_version: str | None = None) -> Located:
@@ -213,7 +299,7 @@ class Store:
         check_version(current_source_version)
         with self._opened(create=False) as room:
             card = require_room(room).cards.read(exp_id)
-            remote = self._remote(require_room(room), card)
+            remote = self.objects.remote(require_room(room), card)
         return make_located(card, self._paths(card), current_source_version, remote)
 
     def _paths(self, card: ExperimentCardV1) -> tuple[str, str]:
@@ -305,7 +391,7 @@ class Store:
                     if status is None or status == card.index:
                         return card
                     updated = with_index(card, status)
-                    return updated if room.write_card(updated, version) else None
+                    return updated if room.cards.write(updated, version) else None
 
             return retry_lost_writes(attempt)
 
@@ -324,7 +410,7 @@ class Store:
         with self._opened(create=False) as room:
             if room is None:
                 return FsckReport()
-            checking = self._checking(room)
+            checking = self.objects.checking(room)
             return check_project(checking, self.project_id, repair=repair, progress=progress)
 
     def adopt_object(self, artifact_id: str, digests: Digests, source_fd: int) -> bool:
@@ -341,7 +427,7 @@ class Store:
         from cas._results import check_writable
 
         check_writable(self.read_only)
-        return self._adopt(parse_artifact_id(artifact_id), digests, source_fd)
+        return self.objects.adopt(parse_artifact_id(artifact_id), digests, source_fd)
 
     def adopt_card(self, card: ExperimentCardV1) -> bool | None:
         """Create `card` unless a usable card holds its id (a corrupt one is replaced).
@@ -364,22 +450,29 @@ class Store:
                     existing, version = room.cards.find_versioned(exp_id)
                     if existing is not None:
                         return (False if existing == card else None,)
-                    return (True,) if room.write_card(card, version) else None
+                    return (True,) if room.cards.write(card, version) else None
 
             return retry_lost_writes(attempt)[0]
 
     def has_object(self, artifact_id: str) -> bool:
-        """Whether the object's name is stored (a stat, not a verification)."""
+        """Whether the object's name is stored, or a copy kept here (a stat, not a proof)."""
         aid = parse_artifact_id(artifact_id)
+        if isinstance(self.objects, Copies) and self.objects.has_copy(aid):
+            return True
         with self._opened(create=False) as room:
-            return room is not None and self._has_object(room, aid)
+            key = "/".join(self.layout.object_path(aid))
+            return room is not None and room.keys.stat(key) is not None
 
     def usage(self) -> Usage:
         """Committed objects, their bytes, and cards of this project."""
+        from cas._layout import stored_objects
         from cas._results import Usage
 
         with self._opened(create=False) as room:
             if room is None:
                 return Usage(objects=0, bytes=0, cards=0)
-            objects, total = self._stored(room)
+            if isinstance(self.objects, Summarised):
+                objects, total = self.objects.stored(room)
+            else:
+                objects, total = stored_objects(room.keys)
             return Usage(objects=objects, bytes=total, cards=room.cards.count())

@@ -307,6 +307,34 @@ def test_the_seam_and_the_local_store_never_import_the_bucket():
         assert not bucket, f"{path.name} imports {bucket}"
 
 
+# The one store's modules: every path (record, resolve, cards, usage, fsck, edit, rm, retirement)
+# reaches storage through `Room.keys` (the seam) and the backend's `Objects`, never by itself.
+GENERIC_STORE = (
+    "_store", "_room", "_backend", "_cardfiles", "_layout", "_results", "_fsck", "_lifecycle",
+    "_retirement",
+)  # fmt: skip
+BACKEND_MODULES = re.compile(
+    r"(os|fcntl|shutil|boto3|botocore|fsedge\._\w+|"
+    r"cas\._(local_backend|local_store|local_cards|project|objects|usage|bucket))(\..*)?"
+)
+
+
+@pytest.mark.parametrize("module", GENERIC_STORE)
+def test_the_one_store_reaches_storage_only_through_its_backend(module):
+    imported = _imports(ROOT / "cas" / f"{module}.py")
+    direct = {name for name in imported if BACKEND_MODULES.fullmatch(name)}
+    fsedge = {name for name in imported if name.startswith("fsedge.")} - {"fsedge.utc_now"}
+    assert not direct | fsedge, f"cas/{module}.py imports {sorted(direct | fsedge)}"
+
+
+def test_no_store_module_asks_which_backend_it_has():
+    """A backend's faster ways are typed extensions (`Summarised`, `CardFiles`), not isinstance."""
+    for module in GENERIC_STORE:
+        source = (ROOT / "cas" / f"{module}.py").read_text()
+        for name in ("ProjectStore", "BucketStore", "LocalBackend", "BucketBackend", "Project)"):
+            assert f"isinstance({name}" not in source and f", {name})" not in source, module
+
+
 def test_only_the_bucket_client_imports_the_s3_sdk():
     for path in _modules("cas"):
         sdk = {name for name in _imports(path) if name.split(".")[0] in ("boto3", "botocore")}

@@ -41,7 +41,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         return
     endpoint = request.getfixturevalue("s3_endpoint")
     name = request.getfixturevalue("bucket" if request.param == "s3" else "quirky_bucket")
-    yield Host(endpoint, name, tmp_path / "state").store(PROJECT).backend
+    yield Host(endpoint, name, tmp_path / "state").store(PROJECT).objects.backend
 
 
 def test_create_only_if_absent(backend: Backend):

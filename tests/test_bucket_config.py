@@ -38,8 +38,8 @@ def test_an_s3_backend_builds_a_bucket_store_with_its_cache_under_the_state_root
     )
     store = build_store(load_config(str(config)), "trial-analysis")
     assert isinstance(store, BucketStore)
-    assert store.settings.cache_root == str(tmp_path / "state" / "bucket-cache")
-    assert store.keys.root.startswith("artmem/projects/prj_")
+    assert store.objects.settings.cache_root == str(tmp_path / "state" / "bucket-cache")
+    assert store.objects.keys.root.startswith("artmem/projects/prj_")
 
 
 @pytest.mark.parametrize(

@@ -56,8 +56,8 @@ def test_eight_hosts_recording_the_same_file_converge(
     assert {o["artifact_id"] for o in outcomes} == {artifact_id}
     assert sorted(o["deduplicated"] for o in outcomes) == [False] + [True] * 7
     store = hosts[0].store(PROJECT)
-    root = store.keys.root
-    assert list(_objects(s3_endpoint, bucket, root)) == [store.keys.object(artifact_id)]
+    root = store.objects.keys.root
+    assert list(_objects(s3_endpoint, bucket, root)) == [store.objects.keys.object(artifact_id)]
     assert len(store.scan_cards().cards) == 1
     assert keys_below(s3_endpoint, bucket, root + "tmp/") == {}
     assert open_uploads(s3_endpoint, bucket) == []
@@ -87,11 +87,11 @@ def test_kill_during_upload_leaves_no_visible_invalid_object(
         PROJECT, settings={"stale_after_s": 0}
     )
     s3 = raw_client(s3_endpoint)
-    for key in _objects(s3_endpoint, bucket, store.keys.root):
+    for key in _objects(s3_endpoint, bucket, store.objects.keys.root):
         body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
         assert key.endswith(artifact_id_for_digest(hashlib.sha256(body).digest()))
     report = fsck(store, repair=True)
     assert report.invalid_objects == [] and report.quarantined == []
     assert fsck(store).ok
-    assert keys_below(s3_endpoint, bucket, store.keys.root + "tmp/") == {}
+    assert keys_below(s3_endpoint, bucket, store.objects.keys.root + "tmp/") == {}
     assert open_uploads(s3_endpoint, bucket) == []

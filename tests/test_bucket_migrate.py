@@ -112,7 +112,7 @@ def test_an_interrupted_migration_resumes_and_never_leaves_a_card_without_its_ob
     monkeypatch.setattr(migrate_module, "_copy_card", dies_at_the_third_card)
     with pytest.raises(KeyboardInterrupt):
         migrate(local, target)
-    keys = keys_below(s3_endpoint, bucket, target.keys.root)
+    keys = keys_below(s3_endpoint, bucket, target.objects.keys.root)
     cards = [k for k in keys if "/cards/" in k]
     objects = [k for k in keys if "/objects/" in k and not k.endswith(".chunks")]
     assert len(cards) == 2 and len(objects) == 3  # the third object went first: no card yet

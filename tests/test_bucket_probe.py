@@ -142,19 +142,19 @@ def test_a_crashed_hosts_claim_is_taken_over_once_stale(
     data = os.urandom(9 << 20)  # multipart: completion is where the claim is taken
     artifact_id = artifact_id_for_digest(hashlib.sha256(data).digest())
     store = Host(s3_endpoint, quirky_bucket, ws.root / "h").store(PROJECT)
-    claim = store.keys.claim(store.keys.object(artifact_id))
+    claim = store.objects.keys.claim(store.objects.keys.object(artifact_id))
     raw_client(s3_endpoint).put_object(Bucket=quirky_bucket, Key=claim, Body=b"")
     monkeypatch.setattr(_publish, "CLAIM_WAIT_S", 0.0)
     with pytest.raises(StoreIOError, match="another host is still completing") as waited:
         _record(ws, store, "a.bin", data)
     assert waited.value.retryable
     assert open_uploads(s3_endpoint, quirky_bucket) == []
-    assert not [k for k in keys_below(s3_endpoint, quirky_bucket, store.keys.objects)
+    assert not [k for k in keys_below(s3_endpoint, quirky_bucket, store.objects.keys.objects)
                 if not k.endswith(".chunks")]  # fmt: skip
     monkeypatch.setattr(_publish, "CLAIM_STALE_S", -1)  # as if its holder died long ago
     recorded = _record(ws, store, "a.bin")
     assert not recorded.deduplicated
-    assert keys_below(s3_endpoint, quirky_bucket, store.keys.tmp) == {}
+    assert keys_below(s3_endpoint, quirky_bucket, store.objects.keys.tmp) == {}
 
 
 @pytest.mark.parametrize(
@@ -171,9 +171,9 @@ def test_hosts_racing_over_unconditional_completion_store_once_and_say_so(
     artifact_id = artifact_id_for_digest(hashlib.sha256(data).digest())
     store = hosts[0].store(PROJECT, settings={"stale_after_s": 0})
     objects = [
-        key for key in keys_below(s3_endpoint, quirky_bucket, store.keys.objects)
+        key for key in keys_below(s3_endpoint, quirky_bucket, store.objects.keys.objects)
         if not key.endswith(".chunks")
     ]  # fmt: skip
-    assert objects == [store.keys.object(artifact_id)]
-    assert keys_below(s3_endpoint, quirky_bucket, store.keys.tmp) == {}  # no claim left
+    assert objects == [store.objects.keys.object(artifact_id)]
+    assert keys_below(s3_endpoint, quirky_bucket, store.objects.keys.tmp) == {}  # no claim left
     assert fsck(store).ok

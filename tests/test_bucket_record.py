@@ -79,7 +79,7 @@ def test_a_record_writes_nothing_locally_and_a_resolve_downloads(
     )
     assert ticks.total == ticks.done == 2 * len(data)  # hashed, then sent
     artifact_id = recorded.card.typed_artifact_id
-    assert not store.copies.has(artifact_id)
+    assert not store.objects.copies.has(artifact_id)
     resolved = store.resolve(recorded.card.experiment_id)
     assert resolved.hashed and Path(resolved.path).read_bytes() == data
     again = Host(s3_endpoint, bucket, ws.root / "state2").store(PROJECT)
@@ -167,7 +167,7 @@ def test_chunks_that_collide_with_the_first_pass_are_still_refused(
 
 def _nothing_visible(store: BucketStore, s3_endpoint: str, bucket: str) -> None:
     """No object (a manifest may stay), no card and no open upload in the bucket."""
-    visible = keys_below(s3_endpoint, bucket, store.keys.objects)
+    visible = keys_below(s3_endpoint, bucket, store.objects.keys.objects)
     assert not [key for key in visible if not key.endswith(".chunks")]
-    assert keys_below(s3_endpoint, bucket, store.keys.cards) == {}
+    assert keys_below(s3_endpoint, bucket, store.objects.keys.cards) == {}
     assert open_uploads(s3_endpoint, bucket) == []

@@ -81,7 +81,7 @@ class Ticks:
 
 
 def _publisher(store) -> Publisher:  # type: ignore[no-untyped-def]
-    made = store.publisher()
+    made = store.objects.publisher()
     return Publisher(made.client, made.keys, made.caps, made.proofs, part_bytes=PART, in_flight=2)
 
 
@@ -104,9 +104,9 @@ def test_parts_proven_by_their_sha256_are_published(
     finally:
         os.close(fd)
     assert not present and again and ticks.done == size
-    key = store.keys.object(artifact_id)
+    key = store.objects.keys.object(artifact_id)
     assert raw_client(s3_endpoint).get_object(Bucket=bucket, Key=key)["Body"].read() == data
-    assert store.client.head(key).sha256 == digests.sha256.hex()  # type: ignore[union-attr]
+    assert store.objects.client.head(key).sha256 == digests.sha256.hex()  # type: ignore[union-attr]
     assert open_uploads(s3_endpoint, bucket) == []
 
 
@@ -140,7 +140,7 @@ def test_a_part_changed_after_the_first_pass_is_refused_even_if_xxh3_collides(
             _publisher(store).publish(artifact_id_for_digest(digests.sha256), digests, fd)
     finally:
         os.close(fd)
-    visible = keys_below(s3_endpoint, bucket, store.keys.objects)
+    visible = keys_below(s3_endpoint, bucket, store.objects.keys.objects)
     assert [key for key in visible if not key.endswith(".chunks")] == []
     assert open_uploads(s3_endpoint, bucket) == []
 
@@ -148,7 +148,7 @@ def test_a_part_changed_after_the_first_pass_is_refused_even_if_xxh3_collides(
 def test_a_body_that_is_not_its_declared_sha256_is_never_sent(
     ws: Workspace, s3_endpoint: str, bucket: str
 ):
-    client = Host(s3_endpoint, bucket, ws.root / "state").store(PROJECT).client
+    client = Host(s3_endpoint, bucket, ws.root / "state").store(PROJECT).objects.client
     with pytest.raises(ChecksumMismatch):
         client.put("k", b"abc", checksum=hashlib.sha256(b"abd").digest())
     assert client.head("k") is None

@@ -67,7 +67,7 @@ class Hosts:
         meta = make_metadata()
         card = self.a.record(str(ws.rlm_root), Provenance(session_id=SESSION), meta, "t.parquet")
         self.card = card.card
-        self.key = self.a.keys.object(self.card.typed_artifact_id)
+        self.key = self.a.objects.keys.object(self.card.typed_artifact_id)
 
     def host(self, name: str = "host-b"):  # type: ignore[no-untyped-def]
         return Host(self.endpoint, self.bucket, self.ws.root / name).store(PROJECT)
@@ -175,7 +175,7 @@ def test_a_remote_object_gone_after_locate_is_missing(hosts: Hosts):
 
 
 def test_a_replaced_manifest_is_refused_at_locate(hosts: Hosts):
-    manifest_key = hosts.a.keys.chunks(hosts.card.typed_artifact_id)
+    manifest_key = hosts.a.objects.keys.chunks(hosts.card.typed_artifact_id)
     s3 = raw_client(hosts.endpoint)
     s3.put_object(Bucket=hosts.bucket, Key=manifest_key, Body=b'{"schema_version":1}')
     with pytest.raises(IntegrityError, match="manifest"):

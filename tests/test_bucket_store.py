@@ -66,7 +66,7 @@ class Backend:
             path.chmod(0o600)
             path.write_bytes(other)
             return
-        key = store.keys.object(artifact_id)  # type: ignore[attr-defined]
+        key = store.objects.keys.object(artifact_id)  # type: ignore[attr-defined]
         s3 = raw_client(self.host.endpoint)
         label = s3.head_object(Bucket=self.host.bucket, Key=key)["Metadata"]
         s3.put_object(Bucket=self.host.bucket, Key=key, Body=other, Metadata=label)
@@ -97,7 +97,7 @@ def test_multipart_record_resolves_and_leaves_no_staging(backend: Backend):
     resolved = backend.other_host().resolve(recorded.card.experiment_id)
     assert Path(resolved.path).read_bytes() == data
     if backend.host is not None:
-        root = backend.store().keys.root  # type: ignore[attr-defined]
+        root = backend.store().objects.keys.root  # type: ignore[attr-defined]
         assert [
             k for k in keys_below(backend.host.endpoint, backend.host.bucket, root + "tmp/")
         ] == []
@@ -265,7 +265,7 @@ def test_fsck_reports_then_removes_staging_leftovers(backend: Backend):
         os.utime(leftover, (0, 0))
     else:
         s3 = raw_client(backend.host.endpoint)
-        root = store.keys.root  # type: ignore[attr-defined]
+        root = store.objects.keys.root  # type: ignore[attr-defined]
         s3.put_object(Bucket=backend.host.bucket, Key=root + "tmp/stage-crashed", Body=b"x")
         s3.create_multipart_upload(Bucket=backend.host.bucket, Key=root + "objects/zz/art_x")
         store = backend.host.store(PROJECT, settings={"stale_after_s": 0})
@@ -357,7 +357,7 @@ def test_fsck_reports_a_bad_card_and_a_stray_key_on_every_backend(backend: Backe
         (project / stray).write_bytes(b"x")
     else:
         s3 = raw_client(backend.host.endpoint)
-        root = store.keys.root  # type: ignore[attr-defined]
+        root = store.objects.keys.root  # type: ignore[attr-defined]
         s3.put_object(Bucket=backend.host.bucket, Key=root + bad_card, Body=b"{}")
         s3.put_object(Bucket=backend.host.bucket, Key=root + stray, Body=b"x")
     report = fsck(store, repair=True)

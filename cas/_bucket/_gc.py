@@ -14,7 +14,7 @@ reversible and checked afterwards:
 4. a trash copy is deleted only by a later collection, once older than the grace period and
    named by no card (a card naming it has its object copied back first).
 
-The record's side (`BucketStore._commit`): after writing its card it looks at the object
+The record's side (`BucketObjects._commit`): after writing its card it looks at the object
 again and sends it once more if it is gone. Between them every order is covered: a card
 written before step 3 reads is seen there; a card written after it is followed by that
 record's look, which comes after the delete. Bytes are never lost; for the instant between
@@ -28,19 +28,20 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from cards import ArtifactId
-from cas._gc import GcReport, Reclaimable, Retention
-from cas._layout import CHUNKS_SUFFIX
+from cas._gc import GcReport, Reclaimable, Retention, sweep
+from cas._gc import referenced as referenced_by
+from cas._layout import CHUNKS_SUFFIX, QUARANTINE, TMP
 from cas._progress import Progress
 
 if TYPE_CHECKING:
     from cas._bucket._client import BucketClient, Head
-    from cas._bucket._store import BucketStore
+    from cas._bucket._store import BucketObjects, BucketStore
 
 TRASH = "trash/"
 
 
 def collect_bucket_garbage(
-    store: BucketStore,
+    bucket: BucketStore,
     retention: Retention,
     *,
     apply: bool,
@@ -52,9 +53,10 @@ def collect_bucket_garbage(
     Raises:
         StoreIOError: the bucket failed.
     """
+    store = bucket.objects
     report = GcReport(applied=apply)
     clock = datetime.fromtimestamp(time.time() if now is None else now, UTC)
-    referenced, unreadable = _referenced(store)
+    referenced, unreadable = referenced_by(store.cards)
     report.unreadable_cards = unreadable
     client, keys = store.client, store.keys
     listed = list(client.listing(keys.objects))
@@ -78,7 +80,7 @@ def collect_bucket_garbage(
                 _trash(client, store, head.key, head.key + CHUNKS_SUFFIX in manifests)
                 deleted[aid] = head
     if apply:
-        now_named, unreadable = _referenced(store)
+        now_named, unreadable = referenced_by(store.cards)
         for gone in sorted(set(deleted) & now_named):
             _restore(client, store, keys.object(ArtifactId(gone)))
             report.restored += 1
@@ -87,30 +89,20 @@ def collect_bucket_garbage(
     elif not unreadable:
         _list_trash(store, referenced, retention, report, clock)
     _sweep_staging(store, retention, report, clock)
-    _sweep_prefix(store, keys.quarantine, "quarantined", retention.quarantine_s, report, clock)
+    quarantine_before = clock.timestamp() - retention.quarantine_s
+    sweep(store.backend, f"{QUARANTINE}/", "quarantined", quarantine_before, report)
     return report
 
 
-def _rel(store: BucketStore, key: str) -> str:
+def _rel(store: BucketObjects, key: str) -> str:
     return key.removeprefix(store.keys.root)
 
 
-def _referenced(store: BucketStore) -> tuple[set[str], int]:
-    referenced: set[str] = set()
-    unreadable = 0
-    for read in store.cards.scan():
-        if isinstance(read.card, Exception) or read.card is None:
-            unreadable += 1
-        else:
-            referenced.add(read.card.artifact.artifact_id)
-    return referenced, unreadable
-
-
-def _trash_key(store: BucketStore, key: str) -> str:
+def _trash_key(store: BucketObjects, key: str) -> str:
     return f"{store.keys.root}{TRASH}{key.rpartition('/')[2]}"
 
 
-def _trash(client: BucketClient, store: BucketStore, key: str, has_manifest: bool) -> None:
+def _trash(client: BucketClient, store: BucketObjects, key: str, has_manifest: bool) -> None:
     """Copy the object (and its manifest) to `trash/`, then delete them from their address."""
     names = [key, key + CHUNKS_SUFFIX] if has_manifest else [key]
     for name in names:
@@ -119,7 +111,7 @@ def _trash(client: BucketClient, store: BucketStore, key: str, has_manifest: boo
         client.delete(name)
 
 
-def _restore(client: BucketClient, store: BucketStore, key: str) -> None:
+def _restore(client: BucketClient, store: BucketObjects, key: str) -> None:
     """Copy an object (and its manifest) back from `trash/` (the same bytes, by address)."""
     for name in (key + CHUNKS_SUFFIX, key):
         if client.head(_trash_key(store, name)) is not None:
@@ -127,7 +119,7 @@ def _restore(client: BucketClient, store: BucketStore, key: str) -> None:
 
 
 def _purge_trash(
-    store: BucketStore,
+    store: BucketObjects,
     named: set[str],
     just_moved: set[ArtifactId],
     retention: Retention,
@@ -155,7 +147,7 @@ def _purge_trash(
 
 
 def _list_trash(
-    store: BucketStore, named: set[str], retention: Retention, report: GcReport, clock: datetime
+    store: BucketObjects, named: set[str], retention: Retention, report: GcReport, clock: datetime
 ) -> None:
     keys = store.keys
     for head in store.client.listing(f"{keys.root}{TRASH}"):
@@ -165,25 +157,14 @@ def _list_trash(
 
 
 def _sweep_staging(
-    store: BucketStore, retention: Retention, report: GcReport, clock: datetime
+    store: BucketObjects, retention: Retention, report: GcReport, clock: datetime
 ) -> None:
     """Staging keys and incomplete uploads older than the grace period and fsck's bound."""
     keep = max(retention.grace_s, store.settings.stale_after_s)
-    _sweep_prefix(store, store.keys.tmp, "stage", keep, report, clock)
+    sweep(store.backend, f"{TMP}/", "stage", clock.timestamp() - keep, report)
     older_than = clock - timedelta(seconds=keep)
     for upload in store.client.uploads(store.keys.root):
         if upload.initiated <= older_than:
             report.reclaimed.append(Reclaimable("stage", "upload:" + _rel(store, upload.key), 0))
             if report.applied:
                 store.client.abort(upload.key, upload.upload_id)
-
-
-def _sweep_prefix(
-    store: BucketStore, prefix: str, kind: str, keep_s: float, report: GcReport, clock: datetime
-) -> None:
-    older_than = clock - timedelta(seconds=keep_s)
-    for head in store.client.listing(prefix):
-        if head.modified <= older_than:
-            report.reclaimed.append(Reclaimable(kind, _rel(store, head.key), head.size))
-            if report.applied:
-                store.client.delete(head.key)

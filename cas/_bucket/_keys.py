@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from cards import ArtifactId
-from cas._layout import CHUNKS_SUFFIX, ProjectLayout
+from cas._layout import CHUNKS_SUFFIX, ProjectLayout, object_name
 
 
 class BucketKeys(msgspec.Struct, frozen=True):
@@ -48,8 +48,6 @@ class BucketKeys(msgspec.Struct, frozen=True):
 
     def object_of(self, key: str) -> ArtifactId | None:
         """The artifact id a listed key names as an object (in its shard), else None."""
-        from cas._objects import object_name
-
         shard, _, name = key.removeprefix(self.objects).partition("/")
         return object_name(name, shard)
 

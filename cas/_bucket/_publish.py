@@ -61,7 +61,7 @@ from cas._bucket._keys import BucketKeys
 from cas._bucket._probe import Capabilities
 from cas._bucket._proofs import Proofs
 from cas._hashing import Digests
-from cas._objects import MAX_MANIFEST_BYTES
+from cas._layout import MAX_MANIFEST_BYTES
 from cas._progress import Progress
 from fsedge import CHUNK_BYTES
 

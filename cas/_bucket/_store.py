@@ -9,7 +9,7 @@ The same guarantees as `ProjectStore`, in object-storage terms:
   read a second time and sent as a multipart upload on the final key, every part proven
   against the first pass before it goes, invisible until completed with `If-None-Match: *`, or
   under a claim where the service ignores that), and the card written with a conditional
-  create or an `If-Match` replace (`_cards`, through the seam), in the forms the service was
+  create or an `If-Match` replace (`cas._cardfiles`, through the seam), in the forms the service was
   found to accept (`_probe`), re-deciding on a lost condition (`Store`). A
   source that changes between the passes fails the record (`SourceChanged`) and nothing
   becomes visible. Nothing is written locally: keeping a cached copy of what was sent
@@ -43,16 +43,13 @@ from typing import TYPE_CHECKING, NamedTuple, Unpack
 from cards import (
     ArtifactId,
     ExperimentCardV1,
-    QueryFingerprint,
     artifact_id_for_digest,
-    experiment_id,
 )
 from cards.errors import IntegrityError, ObjectMissing
-from cards.policy import check_byte_quota, check_card_quota
+from cards.policy import check_byte_quota
 from cas._backend import Entry
 from cas._bucket._backend import BucketBackend
 from cas._bucket._cache import LocalCopies, download
-from cas._bucket._cards import BucketCards
 from cas._bucket._client import BucketClient
 from cas._bucket._hasher import hash_for_upload
 from cas._bucket._keys import BucketKeys
@@ -61,12 +58,12 @@ from cas._bucket._proofs import Proofs
 from cas._bucket._publish import Publisher, quarantine
 from cas._bucket._ranged import pin_object
 from cas._bucket._settings import BucketSettings
+from cas._cardfiles import CardReads
 from cas._hashing import Digests, hash_export
-from cas._layout import OBJECTS
-from cas._objects import object_name
+from cas._layout import stored_objects
 from cas._progress import Progress
-from cas._results import Committing, Provenance, Recorded, commit_card
-from cas._room import Options, Recording, Room, retry_lost_writes
+from cas._results import Committed, Provenance, Recorded
+from cas._room import Options, Recording, Room
 from cas._store import Store
 from cas._verify import IntegrityMode
 
@@ -77,30 +74,41 @@ if TYPE_CHECKING:
 
 
 class BucketRoom(NamedTuple):
-    """A bucket project, open for a call: its cards; no lock (every write is conditional)."""
+    """A bucket project, open for a call: its keys and cards; no lock (writes are conditional)."""
 
-    cards: BucketCards
+    keys: BucketBackend
+    cards: CardReads
 
     def locked(self) -> contextlib.AbstractContextManager[None]:
         """No lock spans hosts: a write that lost its condition is decided again."""
         return contextlib.nullcontext()
 
-    def write_card(self, card: ExperimentCardV1, version: str | None) -> bool:
-        """Create the card (`version` None) or replace exactly that version."""
-        return self.cards.write(card, version)
-
 
 class BucketStore(Store):
-    """The content-addressed store of one project in a bucket, with a verified local cache."""
+    """The one `Store` over a project in a bucket, with a verified local cache."""
+
+    objects: BucketObjects
 
     def __init__(
         self, settings: BucketSettings, project_id: str, **options: Unpack[Options]
     ) -> None:
         """Serve `project_id` in `settings`' bucket; `options` as `Store`'s."""
-        super().__init__(project_id, **options)
+        super().__init__(functools.partial(BucketObjects, settings), project_id, **options)
+
+    def capabilities(self, *, refresh: bool = False) -> Capabilities:
+        """What the bucket's service does (`BucketObjects.capabilities`; `artmem status`)."""
+        return self.objects.capabilities(refresh=refresh)
+
+
+class BucketObjects:
+    """A project's objects in a bucket, and its local cache (`Objects`)."""
+
+    def __init__(self, settings: BucketSettings, store: Store) -> None:
+        self._store = store
+        self._layout = store.layout
         self.settings = settings
-        self.keys = BucketKeys(self.layout, settings.prefix)
-        self.copies = LocalCopies(settings.cache_root, self.layout, self._verifier)
+        self.keys = BucketKeys(store.layout, settings.prefix)
+        self.copies = LocalCopies(settings.cache_root, store.layout, store.verifier)
         self._client: BucketClient | None = None
         self._client_lock = threading.Lock()
 
@@ -118,9 +126,9 @@ class BucketStore(Store):
         return BucketBackend(self.client, self.keys.root, self._capabilities)
 
     @property
-    def cards(self) -> BucketCards:
+    def cards(self) -> CardReads:
         """This project's card objects."""
-        return BucketCards(self.backend, self.layout)
+        return CardReads(self.backend, self._layout)
 
     def capabilities(self, *, refresh: bool = False) -> Capabilities:
         """What the bucket's service does (`_probe`): remembered, or probed on first use.
@@ -141,28 +149,30 @@ class BucketStore(Store):
         in_flight = self.settings.max_in_flight
         proofs = Proofs(
             self.client, self.copies.path(("proofs",)), max(2, in_flight),
-            trusted=self.integrity is not IntegrityMode.ALWAYS,
+            trusted=self._store.integrity is not IntegrityMode.ALWAYS,
         )  # fmt: skip
         return Publisher(
             self.client, self.keys, self.capabilities(), proofs,
             part_bytes=self.settings.part_bytes, in_flight=in_flight,
         )  # fmt: skip
 
+    def has_copy(self, artifact_id: ArtifactId) -> bool:
+        """Whether a copy is cached here (`Copies`: `has_object` then sends no request)."""
+        return self.copies.has(artifact_id)
+
     def local_path(self, parts: Sequence[str]) -> str:
         """The absolute path of `parts` (a layout path) in this project's local cache."""
         return self.copies.path(tuple(parts))
 
-    def cards_version(self) -> str | None:
-        """None: a bucket gives no cheap token for "the cards changed"; callers list instead."""
-        return None
-
     @contextlib.contextmanager
-    def _opened(self, *, create: bool) -> Iterator[Room | None]:
-        yield BucketRoom(self.cards)
+    def opened(self, *, create: bool) -> Iterator[Room | None]:
+        """The bucket's project (it always exists: nothing to create)."""
+        backend = self.backend
+        yield BucketRoom(backend, CardReads(backend, self._layout))
 
     # -- record -----------------------------------------------------------------------------
 
-    def _record(self, job: Recording) -> Recorded:
+    def record(self, job: Recording) -> Recorded:
         """Hash the export in place, publish what is not stored, commit the card.
 
         Raises:
@@ -197,42 +207,27 @@ class BucketStore(Store):
         from cas._sniff import detect
         from cas.slicing import measure
 
+        store = self._store
         artifact_id = artifact_id_for_digest(digests.sha256)
         metadata = detect(source_fd, digests.size, name, metadata)
-        exp_id = experiment_id(
-            self.project_id, artifact_id, QueryFingerprint(metadata.query_fingerprint),
-            metadata.source_version,
-        )  # fmt: skip
-        cards = self.cards
-        seen, _ = cards.find_versioned(exp_id)
+        seen = self.cards.find_versioned(store.experiment_of(digests, metadata))
         # Read through the first pass's chunk digests: a changed source gives no facts.
-        measured = measure(source_fd, digests.manifest(), metadata, seen)
-        if seen is None:
-            check_card_quota(cards.count(), self.limits)
+        measured = measure(source_fd, digests.manifest(), metadata, seen[0])
         publisher = self.publisher()
-        head = self.client.head(self.keys.object(artifact_id))
-        checked = publisher.proofs.check(head, artifact_id, digests)
-        present, healed = bool(checked), False
-        if not present:
+
+        def place() -> tuple[bool, bool]:
+            head = self.client.head(self.keys.object(artifact_id))
+            checked = publisher.proofs.check(head, artifact_id, digests)
+            if checked:
+                return True, False
             replaced = head.size if checked is False and head is not None else 0
-            check_byte_quota(self._listed()[1] - replaced, digests.size, self.limits)
-            present, healed = publisher.publish(
-                artifact_id, digests, source_fd, progress, checked=checked
-            )
-        commit = Committing(
-            exp_id, self.project_id, artifact_id, digests, provenance,
-            self._initial_index_state, present, healed,
-        )  # fmt: skip
+            used = stored_objects(self.backend)[1] - replaced
+            check_byte_quota(used, digests.size, store.limits)
+            return publisher.publish(artifact_id, digests, source_fd, progress, checked=checked)
 
-        def attempt() -> Recorded | None:
-            existing, etag = cards.find_versioned(exp_id)
-            completed, table_warnings = measured.complete(metadata, existing, self.limits)
-            return commit_card(
-                commit, existing, completed, table_warnings, self._clock(),
-                lambda card: cards.write(card, etag),
-            )  # fmt: skip
-
-        recorded = retry_lost_writes(attempt)
+        room = BucketRoom(self.backend, self.cards)
+        committed = Committed(digests, metadata, measured, provenance)
+        recorded = store.commit(room, committed, place, seen)  # its card writes are conditional
         if self.client.head(self.keys.object(artifact_id)) is None:
             # `artmem gc` deleted the object while this record adopted it (`cas._bucket._gc`):
             # now that a card names it, send it again (nothing is lost either way).
@@ -241,55 +236,38 @@ class BucketStore(Store):
 
     # -- objects ----------------------------------------------------------------------------
 
-    def _verified(
+    def verified(
         self, room: Room, card: ExperimentCardV1, progress: Progress | None
     ) -> tuple[datetime, bool]:
+        """A verified local copy, downloaded by ranged GETs while hashed if needed (`_cache`)."""
         key = self.keys.object(card.typed_artifact_id)
         return self.copies.verified(
             card, self.client, key, max(2, self.settings.max_in_flight), progress
         )
 
-    def _remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
+    def remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
         """A verified local copy (left by a resolve) is read from disk; else ranged GETs."""
         if self.copies.has(card.typed_artifact_id):
             return None
         return pin_object(self.client, self.keys, card)
 
-    def _has_object(self, room: Room, artifact_id: ArtifactId) -> bool:
-        """Cached here, or its key exists in the bucket (not a proof)."""
-        if self.copies.has(artifact_id):
-            return True
-        return self.client.head(self.keys.object(artifact_id)) is not None
-
-    def _adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
+    def adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
         """Publish the bytes as a record does (`Publisher`), unless they are proven stored."""
         present, _ = self.publisher().publish(artifact_id, digests, source_fd)
         return present
 
-    def _stored(self, room: Room) -> tuple[int, int]:
-        return self._listed()
-
-    def _checking(self, room: Room) -> FsckRoom:
+    def checking(self, room: Room) -> FsckRoom:
+        """Ranged GETs, stage ages, incomplete uploads (`_BucketCheck`)."""
         return _BucketCheck(self)
-
-    def _listed(self) -> tuple[int, int]:
-        """How many objects the bucket holds for this project, and their bytes (one listing)."""
-        objects = total = 0
-        for entry in self.backend.list(f"{OBJECTS}/"):
-            shard, _, name = entry.key.removeprefix(f"{OBJECTS}/").partition("/")
-            if object_name(name, shard) is not None:
-                objects += 1
-                total += entry.size
-        return objects, total
 
 
 class _BucketCheck:
     """What `fsck` asks of a bucket project: ranged GETs, stage ages, incomplete uploads."""
 
-    def __init__(self, store: BucketStore) -> None:
-        self._client, self._keys = store.client, store.keys
-        self.backend = store.backend
-        stale_after = timedelta(seconds=store.settings.stale_after_s)
+    def __init__(self, objects: BucketObjects) -> None:
+        self._client, self._keys = objects.client, objects.keys
+        self.backend = objects.backend
+        stale_after = timedelta(seconds=objects.settings.stale_after_s)
         self._older_than = datetime.now(UTC) - stale_after
 
     def digests(self, entry: Entry, progress: Progress | None) -> Digests | None:

@@ -561,7 +561,8 @@ import json, os, sys
 from cas import ProjectStore
 from cas.slicing import SliceRequest, describe, read_slice
 def threads():
-    names = (open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task"))
+    tasks = os.listdir("/proc/self/task")
+    names = (open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks)
     return [name for name in names if name != "jemalloc_bg_thd"]
 before = threads()  # numpy's BLAS pool when numpy is installed: pyarrow imports it
 store = ProjectStore(sys.argv[1], sys.argv[2])

@@ -199,7 +199,7 @@ def test_a_bucket_edits_conditionally_removes_and_collects_through_trash(
     assert store.load_card(exp).title == "Bucket title"
     remove_experiments(store, [exp], who="ops")
     assert retired_among(store, [exp]) == {exp} and len(audit_lines(store)) == 1
-    object_key = store.keys.object(aid)
+    object_key = store.objects.keys.object(aid)
     dry = collect_bucket_garbage(store, NOW_GRACE, apply=False)
     assert [i.kind for i in dry.reclaimed] == ["object"]
     assert object_key in keys_below(s3_endpoint, bucket)
@@ -220,7 +220,9 @@ def test_a_bucket_gc_puts_back_an_object_a_card_named_meanwhile(
     card = store.load_card(ws.record(store, "r.csv").card.experiment_id)
     remove_experiments(store, [card.experiment_id], who="ops")
     collect_bucket_garbage(store, NOW_GRACE, apply=True)  # the object is in trash now
-    assert store.cards.write(card, None)  # a record that adopted it wrote its card meanwhile
+    assert store.objects.cards.write(
+        card, None
+    )  # a record that adopted it wrote its card meanwhile
     report = collect_bucket_garbage(store, NOW_GRACE, apply=True)
     assert report.restored == 1 and fsck(store).ok
     assert store.resolve(card.experiment_id).card.artifact == card.artifact
