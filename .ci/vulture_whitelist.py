@@ -83,3 +83,6 @@ _.timeout_next
 _.commit_then_fail_next
 _.clear_requests
 _.pending_faults
+
+# What a slice did, on the result a notebook's or a kernel's `read_slice` returns.
+_.batches_read  # cas/slicing/_slice.py, cas/slicing/_export.py

@@ -81,7 +81,7 @@ def change(store: ProjectStore, names: Sequence[str], round_: int) -> None:
     """
     status = IndexStatus(state=IndexState.QUEUED, attempts=round_ + 1)
     for name in names:
-        store.set_index_status(name.removesuffix(".json"), status)
+        store.update_index_status(name.removesuffix(".json"), lambda _: status)
     settle(store)
 
 

@@ -148,11 +148,6 @@ class LocalCatalog:
         """Card files that are malformed, unsupported or misplaced."""
         return 0 if self._head is None else self._head.skipped
 
-    @property
-    def overflow(self) -> int:
-        """Valid cards not indexed because the catalog holds `cards_per_project` newer ones."""
-        return self.cards - len(self)
-
     def index_states(self) -> dict[str, int]:
         """How many valid cards are in each index state, by state name."""
         return {} if self._head is None else dict(sorted(self._head.states.items()))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from cards import ArtifactId, ExperimentId, ProjectId, ProjectKey, parse_artifact_id, project_key
+from cards import ArtifactId, ProjectId, ProjectKey, parse_artifact_id, project_key
 from cards.errors import InvalidId
 
 if TYPE_CHECKING:
@@ -69,10 +69,6 @@ class ProjectLayout(msgspec.Struct, frozen=True):
     def cards_dir(self) -> tuple[str, ...]:
         """The directory of this project's cards."""
         return (CARDS,)
-
-    def card_path(self, experiment_id: ExperimentId) -> tuple[str, ...]:
-        """A card's path components."""
-        return (*self.cards_dir, experiment_id + CARD_SUFFIX)
 
     @property
     def tmp_dir(self) -> tuple[str, ...]:

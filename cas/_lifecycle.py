@@ -259,11 +259,3 @@ def _remove_one(room: Room, card: ExperimentCardV1, who: str, when: datetime) ->
     with room.locked():  # locally, its name is logged first (`CardFiles.delete`)
         room.cards.delete(card.typed_experiment_id)
     return audit_key
-
-
-def audit_lines(store: Store) -> list[bytes]:
-    """Every audit line of the project, oldest first."""
-    with store._opened(create=False) as room:
-        if room is None:
-            return []
-        return [room.keys.read(entry.key).data for entry in room.keys.list(f"{AUDIT}/")]

@@ -395,10 +395,6 @@ class Store:
 
             return retry_lost_writes(attempt)
 
-    def set_index_status(self, experiment_id: str, status: IndexStatus) -> ExperimentCardV1:
-        """Replace a card's index status (see `update_index_status`)."""
-        return self.update_index_status(experiment_id, lambda card: status)
-
     def check(self, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
         """Verify every object and card, find leftovers; with `repair`, fix what is safe.
 

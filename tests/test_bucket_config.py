@@ -162,7 +162,7 @@ def test_the_notebook_api_reads_a_bucket_store_and_writes_nothing_to_it(
     assert Path(store.resolve(exp).path).read_bytes() == b"k,v\n1,a\n2,b\n3,c\n"
     assert keys_below(s3_endpoint, bucket) == before  # nothing written to the bucket
     with pytest.raises(StoreIOError, match="read-only"):
-        store._store.set_index_status(exp, IndexStatus(state=IndexState.PENDING))
+        store._store.update_index_status(exp, lambda _: IndexStatus(state=IndexState.PENDING))
 
 
 def test_status_says_when_the_bucket_could_not_be_probed(

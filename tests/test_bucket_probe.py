@@ -88,7 +88,7 @@ def test_capabilities_are_remembered_per_bucket_and_refreshed_on_a_surprise(
     wrong = _probe.Capabilities(True, False, "quoted", False, "then")
     _probe._KNOWN[(s3_endpoint, quirky_bucket)] = wrong
     status = IndexStatus(state=IndexState.PENDING)
-    assert store.set_index_status(recorded.card.experiment_id, status).index == status
+    assert store.update_index_status(recorded.card.experiment_id, lambda _: status).index == status
     again = _probe.cached(cache_root, s3_endpoint, quirky_bucket)
     assert again is not None and again.replace_etag == "unquoted" and again.probed_at != "then"
 
@@ -107,7 +107,7 @@ def test_no_conditional_replace_refuses_card_updates_and_loses_nothing(
     assert "If-Match" in refused.value.message
     exp = recorded.card.experiment_id
     with pytest.raises(BackendUnsupported):
-        store.set_index_status(exp, IndexStatus(state=IndexState.PENDING))
+        store.update_index_status(exp, lambda _: IndexStatus(state=IndexState.PENDING))
     assert store.load_card(exp) == recorded.card
 
 

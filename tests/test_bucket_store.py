@@ -208,7 +208,7 @@ def test_index_status_update_re_decides_after_a_concurrent_write(backend: Backen
     def decide(card):  # another host writes the card between our read and our write
         seen.append(card.index.state)
         if len(seen) == 1 and backend.host is not None:  # locally, the lock serialises them
-            other.set_index_status(exp, IndexStatus(state=IndexState.FAILED))
+            other.update_index_status(exp, lambda _: IndexStatus(state=IndexState.FAILED))
         return IndexStatus(state=IndexState.PENDING)
 
     updated = store.update_index_status(exp, decide)
@@ -313,7 +313,7 @@ def test_card_update_on_a_second_host(backend: Backend):
     assert retitled.card_updated and retitled.deduplicated
     assert store.load_card(recorded.card.experiment_id).title == "Retitled elsewhere"
     status = IndexStatus(state=IndexState.PENDING)
-    assert store.set_index_status(recorded.card.experiment_id, status).index == status
+    assert store.update_index_status(recorded.card.experiment_id, lambda _: status).index == status
 
 
 def _local_elsewhere(backend: Backend, **kwargs: object) -> Store:

@@ -29,8 +29,6 @@ from cas._project import open_project
 from cas._verify import Verifier
 from fsedge import CHUNK_BYTES
 
-CACHE_DIR = "bucket-cache"
-
 
 class LocalCopies:
     """The verified local copies of one project's objects."""

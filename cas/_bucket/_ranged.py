@@ -72,7 +72,6 @@ class RangeReads:
         self._owner = os.getpid()
         self._client = client
         self._head = head
-        self.fetched = 0  # bytes this process received
 
     def read(self, offset: int, length: int) -> bytes:
         """Exactly `length` bytes of the version at `offset`.
@@ -91,7 +90,6 @@ class RangeReads:
             raise ObjectMissing("the experiment's artifact is gone from the bucket") from exc
         if len(data) != length:
             raise IntegrityError("the bucket's artifact is shorter than its card")
-        self.fetched += len(data)
         return data
 
     def close(self) -> None:

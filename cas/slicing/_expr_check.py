@@ -10,8 +10,8 @@ Arrow's `is_in` answers false rather than unknown for a null, so `in` is rewritt
 where an even number of `not`s encloses it, unknown and false drop a row alike; under an odd
 number, unknown and true do. That keeps plain `is_in` (which statistics can prune) where it counts.
 
-The checked filter is one tree of compute calls (`_mask`): `compile_filter` builds its
-expression (row-group pruning), `compile_predicate` its expression and its per-batch mask.
+The checked filter is one tree of compute calls (`_mask`): `compile_predicate` builds its
+expression (row-group pruning) and its per-batch mask.
 """
 
 from __future__ import annotations
@@ -46,16 +46,6 @@ _FUNCTIONS = {
 }
 _IS_NULL = pc.NullOptions(nan_is_null=False)  # what `Expression.is_null()` passes
 _FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-
-def compile_filter(node: Node, schema: pa.Schema) -> pc.Expression:
-    """Check a parsed filter against `schema` and convert it to a compute expression.
-
-    Raises:
-        UnknownColumn: a name is not a column of `schema` (or names several).
-        FilterTypeError: a literal or comparison does not fit its column's type.
-    """
-    return compile_predicate(node, schema).expression
 
 
 def compile_predicate(node: Node, schema: pa.Schema) -> Predicate:

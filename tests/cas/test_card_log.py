@@ -36,7 +36,7 @@ for n in range(int(count)):
         meta = parse_metadata({"title": f"{title} w{worker}", "summary": "run", "source": "t",
                                "source_version": "v1", "query_fingerprint": fp})
         card = store.record(rlm, Provenance(session_id=session), meta, f"w{worker}-{n}.bin").card
-    store.set_index_status(card.experiment_id, IndexStatus(state=IndexState.PENDING))
+    store.update_index_status(card.experiment_id, lambda _: IndexStatus(state=IndexState.PENDING))
 """
 
 
@@ -253,7 +253,9 @@ def test_a_card_is_not_written_when_its_change_cannot_be_logged(ws, tmp_path):
     (log / "x").write_bytes(b"")  # neither appendable, replaceable nor removable
     before = (cards_dir(ws, store) / f"{card.experiment_id}.json").read_bytes()
     with pytest.raises(StoreIOError):
-        store.set_index_status(card.experiment_id, IndexStatus(state=IndexState.PENDING))
+        store.update_index_status(
+            card.experiment_id, lambda _: IndexStatus(state=IndexState.PENDING)
+        )
     assert (cards_dir(ws, store) / f"{card.experiment_id}.json").read_bytes() == before
 
 
@@ -317,7 +319,9 @@ def test_a_log_driven_refresh_always_equals_a_forced_full_refresh(ops):
                 _record(ws, store, n, title=f"Wombat census {step}")
             elif op == "replace":  # the indexer's rewrite of a card that exists
                 for card in store.scan_cards().cards[:1]:
-                    store.set_index_status(card.experiment_id, IndexStatus(state=IndexState.QUEUED))
+                    store.update_index_status(
+                        card.experiment_id, lambda _: IndexStatus(state=IndexState.QUEUED)
+                    )
             elif op == "delete":
                 for path in sorted(cards_dir(ws, store).glob("*.json"))[n : n + 1]:
                     path.unlink()

@@ -100,7 +100,7 @@ def test_a_card_rewritten_through_the_store_is_served_as_written(ws, tmp_path):
     from cards import IndexState, IndexStatus
 
     status = IndexStatus(state=IndexState.QUEUED, attempts=3)
-    catalog.store.set_index_status(card.experiment_id, status)
+    catalog.store.update_index_status(card.experiment_id, lambda _: status)
     assert [hit.card.index for hit in catalog.search("quokka", 5)] == [status]
 
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pytest
+from filter_helpers import compile_filter
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,7 +32,6 @@ from cards.errors import (
 )
 from cas import Located
 from cas.slicing._expr import parse_filter
-from cas.slicing._expr_check import compile_filter
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import CSV, JSONL, NDJSON, TSV
 from cas.slicing._slice import BYTE_BUDGET, ROW_LIMIT, SliceRequest, describe, read_slice

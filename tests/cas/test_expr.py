@@ -6,6 +6,7 @@ import datetime as dt
 
 import pyarrow as pa
 import pytest
+from filter_helpers import compile_filter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,7 +36,7 @@ from cas.slicing._expr import (
     parse_filter,
     tokenize,
 )
-from cas.slicing._expr_check import column_kind, compile_filter
+from cas.slicing._expr_check import column_kind
 
 UTC = dt.UTC
 SCHEMA = pa.schema(

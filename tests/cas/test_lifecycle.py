@@ -15,6 +15,7 @@ from cards.errors import EditConflict, ExperimentNotFound, InvalidInput
 from cas import (
     CardEdit,
     Retention,
+    Store,
     card_revision,
     collect_bucket_garbage,
     collect_garbage,
@@ -23,11 +24,19 @@ from cas import (
     remove_experiments,
     retired_among,
 )
-from cas._lifecycle import audit_lines
+from cas._lifecycle import AUDIT
 
 __all__ = ["bucket", "s3_endpoint"]  # fixtures, imported for pytest
 
 NOW_GRACE = Retention(grace_s=0, quarantine_s=0)
+
+
+def audit_lines(store: Store) -> list[bytes]:
+    """Every audit line of the project, oldest first (read as an operator reads the keys)."""
+    with store._opened(create=False) as room:
+        if room is None:
+            return []
+        return [room.keys.read(entry.key).data for entry in room.keys.list(f"{AUDIT}/")]
 
 
 def _edit(store, exp, **change):  # type: ignore[no-untyped-def]
@@ -81,7 +90,7 @@ def test_the_index_status_is_not_a_revision(ws: Workspace) -> None:
     seen = card_revision(store.load_card(exp))
     from cards import IndexStatus
 
-    store.set_index_status(exp, IndexStatus(state=IndexState.QUEUED))
+    store.update_index_status(exp, lambda _: IndexStatus(state=IndexState.QUEUED))
     edit_card(store, exp, CardEdit(summary="Still mine"), if_revision=seen)
     assert store.load_card(exp).summary == "Still mine"
 

@@ -65,4 +65,4 @@ def test_a_read_only_store_refuses_to_write(ws, recorded):
         ws.record(reader, "r.bin", query_fingerprint="b" * 64)
     status = IndexStatus(state=IndexState.PENDING)
     with pytest.raises(StoreIOError, match="read-only"):
-        reader.set_index_status(recorded, status)
+        reader.update_index_status(recorded, lambda _: status)

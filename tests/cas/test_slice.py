@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
+from filter_helpers import compile_filter
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -41,7 +42,6 @@ from cas import Located
 from cas._sniff import MediaTypeMismatch
 from cas.slicing._answer import Answer, Bounds
 from cas.slicing._expr import parse_filter
-from cas.slicing._expr_check import compile_filter
 from cas.slicing._isolated import run_bounded
 from cas.slicing._reader import load_manifest, verified_object
 from cas.slicing._slice import (

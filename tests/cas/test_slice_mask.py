@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
+from filter_helpers import compile_filter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ from cards.errors import TableUnreadable
 from cas.slicing._answer import Answer, Bounds
 from cas.slicing._collect import IpcSink, collect, read_stream
 from cas.slicing._expr import filter_columns, parse_filter
-from cas.slicing._expr_check import compile_filter, compile_predicate
+from cas.slicing._expr_check import compile_predicate
 from cas.slicing._formats import open_table
 from cas.slicing._isolated import run_bounded
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS

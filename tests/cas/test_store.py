@@ -133,7 +133,9 @@ def test_re_record_updates_descriptive_fields_only(ws):
     ws.export("r.bin", b"same bytes")
     store = ws.store(clock=Clock(), initial_index_state=IndexState.PENDING)
     first = ws.record(store, "r.bin").card
-    store.set_index_status(first.experiment_id, IndexStatus(state=IndexState.INDEXED, attempts=1))
+    store.update_index_status(
+        first.experiment_id, lambda _: IndexStatus(state=IndexState.INDEXED, attempts=1)
+    )
     second = ws.record(store, "r.bin", title="A better title", tags=["new"]).card
     assert second.experiment_id == first.experiment_id
     assert second.title == "A better title"
@@ -452,7 +454,7 @@ def test_failed_card_write_reports_failure_and_leaves_no_card(ws, monkeypatch):
     assert list((ws.project_dir(store) / "tmp").iterdir()) == []
 
 
-def test_set_index_status_is_validated_and_persisted(ws):
+def test_an_index_status_update_is_validated_and_persisted(ws):
     ws.export("a.bin", b"a")
     store = ws.store(initial_index_state=IndexState.PENDING)
     card = ws.record(store, "a.bin").card
@@ -460,7 +462,7 @@ def test_set_index_status_is_validated_and_persisted(ws):
     status = IndexStatus(
         state=IndexState.FAILED, attempts=3, last_error="indexer.remote_unavailable"
     )
-    updated = store.set_index_status(card.experiment_id, status)
+    updated = store.update_index_status(card.experiment_id, lambda _: status)
     assert store.load_card(card.experiment_id) == updated
     assert updated.index == status and updated.title == card.title
 

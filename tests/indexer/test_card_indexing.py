@@ -147,9 +147,9 @@ def test_reconcile_requeues_lost_and_exhausted_deliveries_without_duplicates(ws,
     worker.run_once()  # delivered: in Honcho
     entry_id = json.loads(json.dumps(fake.messages("ws")[0].metadata))["delivery_id"]
     # pretend the acknowledgement was lost and the delivery later exhausted its retries
-    store.set_index_status(
+    store.update_index_status(
         exhausted.experiment_id,
-        msgspec.structs.replace(exhausted.index, state=IndexState.FAILED),
+        lambda _: msgspec.structs.replace(exhausted.index, state=IndexState.FAILED),
     )
     remote = project_card(exhausted)
     assert remote.delivery_id == entry_id  # a dead letter is a real document of that delivery
