@@ -5,10 +5,10 @@ for any two stores (`Store`), each over its own backend. For each valid card of 
 name order, the object is first proven: resolved through a source store opened with
 `integrity = "always"` (size and SHA-256 from a full hash, never from a verification record),
 its chunk manifest checked against the card. It is then stored in the destination as that
-store stores a record's bytes (`Store.adopt_object`: bytes the destination already holds
+store stores a record's bytes (`_adopt_object`: bytes the destination already holds
 under their address, proven intact, are not copied again; a bucket's conditional creates, a
 local stage hashed as written and linked). Only then is the card created
-(`Store.adopt_card`: only if absent). So the destination never holds a migrated card before its
+(`_adopt_card`: only if absent). So the destination never holds a migrated card before its
 object; a crash or an interrupt leaves at most objects without cards, and running again
 finishes the job, copying nothing twice.
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from cards import ExperimentCardV1
+from cards import ExperimentCardV1, parse_artifact_id
 from cards.errors import (
     ArtifactError,
     IntegrityError,
@@ -36,6 +36,8 @@ from cards.errors import (
     StoreIOError,
 )
 from cas._hashing import Digests
+from cas._results import check_writable
+from cas._room import require_room, retry_lost_writes
 from cas._verify import IntegrityMode
 from cas.slicing import load_manifest
 
@@ -109,7 +111,7 @@ def _copy_object(source: Store, dest: Store, card: ExperimentCardV1, report: Mig
     except OSError as exc:
         raise StoreIOError(f"cannot open the source object: {exc.strerror}") from exc
     try:
-        present = dest.adopt_object(card.artifact.artifact_id, digests, fd)
+        present = _adopt_object(dest, card.artifact.artifact_id, digests, fd)
     except SourceChanged as exc:  # the source object differs from what resolve just proved
         raise IntegrityError("the source object changed while it was migrated") from exc
     finally:
@@ -122,10 +124,49 @@ def _copy_object(source: Store, dest: Store, card: ExperimentCardV1, report: Mig
 
 
 def _copy_card(dest: Store, card: ExperimentCardV1, report: MigrateReport) -> None:
-    created = dest.adopt_card(card)
+    created = _adopt_card(dest, card)
     if created:
         report.cards_created += 1
     elif created is False:
         report.cards_present += 1
     else:
         report.cards_conflicting.append(card.experiment_id)
+
+
+def _adopt_object(dest: Store, artifact_id: str, digests: Digests, source_fd: int) -> bool:
+    """Store the bytes at `source_fd` (proven to be `digests`') at their address in `dest`.
+
+    Nothing is stored when an intact copy is (proven, never by its name); a corrupt one is
+    moved aside first. Returns whether one was.
+
+    Raises:
+        SourceChanged: the bytes read are not `digests`' (nothing is stored).
+        BackendUnsupported: the service lacks a conditional create.
+        StoreIOError: the store failed, or is open read-only.
+    """
+    check_writable(dest.read_only)
+    return dest.objects.adopt(parse_artifact_id(artifact_id), digests, source_fd)
+
+
+def _adopt_card(dest: Store, card: ExperimentCardV1) -> bool | None:
+    """Create `card` in `dest` unless a usable card holds its id (a corrupt one is replaced).
+
+    True: created; False: an equal card is there; None: another card is (never replaced).
+
+    Raises:
+        UnsupportedVersion: a card of a newer schema holds the id.
+        StoreIOError: the store failed, or is open read-only.
+    """
+    check_writable(dest.read_only)
+    exp_id = card.typed_experiment_id
+    with dest._opened(create=True) as opened:
+        room = require_room(opened)
+
+        def attempt() -> tuple[bool | None] | None:
+            with room.locked():
+                existing, version = room.cards.find_versioned(exp_id)
+                if existing is not None:
+                    return (False if existing == card else None,)
+                return (True,) if room.cards.write(card, version) else None
+
+        return retry_lost_writes(attempt)[0]

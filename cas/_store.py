@@ -4,36 +4,26 @@ One class over any backend. A project's small keys (cards, manifests, audit line
 through its `Room.keys`, the six-operation seam (`_backend`); cards are read, written and
 decided on here, over the room's `cards` (`_cardfiles`): an update re-reads and decides again
 when a conditional write lost (`retry_lost_writes`), which under the local commit lock never
-happens. What only a backend knows is its `Objects` (below): how it opens a project for a call,
-records an export's bytes, proves an object where resolve hands it out, reaches it for a slice,
-adopts a copy and checks its objects for fsck. `LocalObjects` (`_local_store`: a directory, its
-commit lock and card log) and `BucketObjects` (`cas._bucket`: an S3-compatible bucket and a
-verified local cache) are the two; `ProjectStore` and `BucketStore` only choose one. A faster
-way a backend offers is a typed extension, never a check of which backend it is: the local
-cards (`CardFiles`: directory stamps, the card log), the objects' usage summary
-(`Summarised`: directory stamps) and a bucket's verified local copies (`Copies`), all found by
-protocol. A `read_only` store (the notebook
-API) records nothing and writes no card.
-
-This module imports no backend: they load with the first store of their kind, so naming
-`Store` (the host annotates with it) costs nothing.
+happens. What only a backend knows is its `Objects` and their typed extensions (`_seam`):
+`LocalObjects` (`_local_store`) or `BucketObjects` (`cas._bucket`); `ProjectStore` and
+`BucketStore` only choose one. A `read_only` store (the notebook API) records nothing and
+writes no card. This module imports no backend: naming `Store` costs nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from cards import parse_artifact_id, parse_experiment_id
 from cards.errors import ArtifactTooLarge
 from cas._room import Recording, Room, require_room, retry_lost_writes
+from cas._seam import Copies, Objects, Summarised
 from fsedge import utc_now
 
 if TYPE_CHECKING:  # the card models and the rooms load with the first store
     from cards import (
-        ArtifactId,
         CardMetadata,
         ExperimentCardV1,
         ExperimentId,
@@ -44,64 +34,11 @@ if TYPE_CHECKING:  # the card models and the rooms load with the first store
     )
     from cas._card_log import LogMark
     from cas._cardfiles import CardChanges, CardRead, CardScan, CardStamp
-    from cas._fsck import FsckReport, FsckRoom
+    from cas._fsck import FsckReport
     from cas._hashing import Digests
     from cas._progress import Progress
     from cas._results import Committed, Located, Provenance, Recorded, Resolved, Usage
     from cas._verify import Clock, IntegrityMode, VerificationCache
-    from cas.slicing import RemoteBytes
-
-
-class Objects(Protocol):
-    """How one backend holds a project's objects (see the module docstring)."""
-
-    def opened(self, *, create: bool) -> AbstractContextManager[Room | None]:
-        """The project open for one call; None when it has recorded nothing (not `create`)."""
-        ...
-
-    def local_path(self, parts: Sequence[str]) -> str:
-        """The absolute local path of `parts` (a layout path), where resolve hands bytes out."""
-        ...
-
-    def record(self, job: Recording) -> Recorded:
-        """Store the opened export's bytes and commit its card (`commit_card`)."""
-        ...
-
-    def verified(
-        self, room: Room, card: ExperimentCardV1, progress: Progress | None
-    ) -> tuple[datetime, bool]:
-        """Prove the card's object intact where `resolve` hands it out; (when, hashed now)."""
-        ...
-
-    def remote(self, room: Room, card: ExperimentCardV1) -> RemoteBytes | None:
-        """How a slice reaches the card's bytes: None for the local path (ObjectMissing)."""
-        ...
-
-    def adopt(self, artifact_id: ArtifactId, digests: Digests, source_fd: int) -> bool:
-        """Store the bytes at `source_fd` unless an intact copy is; whether one was."""
-        ...
-
-    def checking(self, room: Room) -> FsckRoom:
-        """What `check` asks of the open project beyond its keys (`cas._fsck.FsckRoom`)."""
-        ...
-
-
-@runtime_checkable
-class Summarised(Protocol):
-    """An extension: objects that count themselves faster than a listing of their keys."""
-
-    def stored(self, room: Room) -> tuple[int, int]:
-        """How many objects the project holds, and their bytes."""
-        ...
-
-
-@runtime_checkable
-class Copies(Protocol):
-    """An extension: objects with local copies, so `has_object` needs no request."""
-
-    def has_copy(self, artifact_id: ArtifactId) -> bool:
-        """Whether a copy of the object is kept here (a stat, not a verification)."""
-        ...
 
 
 class Store:
@@ -408,47 +345,6 @@ class Store:
                 return FsckReport()
             checking = self.objects.checking(room)
             return check_project(checking, self.project_id, repair=repair, progress=progress)
-
-    def adopt_object(self, artifact_id: str, digests: Digests, source_fd: int) -> bool:
-        """Store the bytes at `source_fd` (proven elsewhere to be `digests`') at their address.
-
-        Nothing is stored when an intact copy is (proven, never by its name); a corrupt one is
-        moved aside first. Returns whether one was. A copy between stores (`cas.migrate`).
-
-        Raises:
-            SourceChanged: the bytes read are not `digests`' (nothing is stored).
-            BackendUnsupported: the service lacks a conditional create.
-            StoreIOError: the store failed, or is open read-only.
-        """
-        from cas._results import check_writable
-
-        check_writable(self.read_only)
-        return self.objects.adopt(parse_artifact_id(artifact_id), digests, source_fd)
-
-    def adopt_card(self, card: ExperimentCardV1) -> bool | None:
-        """Create `card` unless a usable card holds its id (a corrupt one is replaced).
-
-        True: created; False: an equal card is there; None: another card is (never replaced).
-
-        Raises:
-            UnsupportedVersion: a card of a newer schema holds the id.
-            StoreIOError: the store failed, or is open read-only.
-        """
-        from cas._results import check_writable
-
-        check_writable(self.read_only)
-        exp_id = card.typed_experiment_id
-        with self._opened(create=True) as opened:
-            room = require_room(opened)
-
-            def attempt() -> tuple[bool | None] | None:
-                with room.locked():
-                    existing, version = room.cards.find_versioned(exp_id)
-                    if existing is not None:
-                        return (False if existing == card else None,)
-                    return (True,) if room.cards.write(card, version) else None
-
-            return retry_lost_writes(attempt)[0]
 
     def has_object(self, artifact_id: str) -> bool:
         """Whether the object's name is stored, or a copy kept here (a stat, not a proof)."""
