@@ -1,7 +1,7 @@
 """What `artmem record` says about a result: its flags, their defaults, and the query text.
 
 The record tool's contract (a kernel's call) requires a title, a summary and a query fingerprint
-(the specification, §31.2); a person at the CLI may leave the descriptive ones out: the title
+(Honcho spec §31.2); a person at the CLI may leave the descriptive ones out: the title
 defaults to the file's name, the summary to the file's name and what reading the table finds
 (`cas.slicing._footer.with_facts` completes it), and `--query TEXT` gives the fingerprint as
 the SHA-256 of the text, kept on the card for `show` (never sent to Honcho).

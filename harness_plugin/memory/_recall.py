@@ -8,9 +8,9 @@ person's global context (representation and peer card) and a semantic search of 
 conversational memory of this person. Any timeout, open circuit, error or empty answer gives no
 block and a reason code, counted in status: the model never sees error prose.
 
-The block is the exact shape of §13.3, deterministic in order and truncation. Every recalled
-text is data: made single-line, stripped of controls, cut to its bound, and unable to close the
-block (its markers are neutralised inside items).
+The block is the exact shape of Honcho spec §13.3, deterministic in order and truncation.
+Every recalled text is data: made single-line, stripped of controls, cut to its bound, and
+unable to close the block (its markers are neutralised inside items).
 """
 
 from __future__ import annotations
@@ -353,7 +353,7 @@ def item_text(text: str, limit: int) -> tuple[str, int]:
 
 
 def render(recalled: Recalled, cards: Sequence[str], config: RecallConfig) -> Injection | None:
-    """The §13.3 block within the token budget, or None when nothing is left to say."""
+    """The Honcho spec §13.3 block within the token budget, or None when nothing is left to say."""
     budget_chars = config.max_tokens * 4
     used = len(HEADER) + len(FOOTER) + 4
     sections: list[str] = []
