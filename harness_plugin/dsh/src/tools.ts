@@ -7,7 +7,7 @@
  */
 
 import type { Context } from '@deepseek-ai/cordis'
-import { defineTool } from '@deepseek-ai/dsh-tools'
+import { defineTool, type ValueSchemaSpec } from '@deepseek-ai/dsh-tools'
 import { toolCaller, type SessionLike } from './caller.ts'
 import { ArtmemError, PluginCode } from './errors.ts'
 import { toParameters, toValueSchema } from './schema.ts'
@@ -42,6 +42,19 @@ export function parseToolList(result: unknown): WorkerTool[] {
   })
 }
 
+/**
+ * A tool's output schema as DSH checks it: the worker's, projected, with `dsh_plugin` declared on
+ * `memory_status` (the plugin adds it; a closed object would otherwise reject the result).
+ * @param tool - the worker's tool.
+ * @returns the value schema.
+ */
+export function outputSchema(tool: WorkerTool): ValueSchemaSpec {
+  const schema = toValueSchema(tool.output)
+  if (tool.name !== STATUS_TOOL || !('type' in schema) || schema.type !== 'object') return schema
+  const status: ValueSchemaSpec = { type: 'object', additionalProperties: true, description: "The DSH plugin's own status." }
+  return { ...schema, properties: { ...schema.properties, dsh_plugin: status } }
+}
+
 /** What tool registration needs besides the tools. */
 export interface ToolHost {
   readonly worker: Pick<WorkerClient, 'request'>
@@ -65,7 +78,7 @@ export function registerTools(ctx: Context, tools: readonly WorkerTool[], host: 
       description: tool.description,
       parameters: toParameters(tool.parameters),
       output: {
-        schema: toValueSchema(tool.output),
+        schema: outputSchema(tool),
         render: (_args, value) => [{ type: 'text', text: JSON.stringify(value) }],
       },
       async execute(args, exec) {

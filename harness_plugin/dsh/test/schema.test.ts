@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 import { describe, it } from 'node:test'
 import { defineTool, validateArgs, validateJsonSchemaValue, valueSchemaSpecToJsonSchema } from '@deepseek-ai/dsh-tools'
 import { toParameters, toValueSchema } from '../src/schema.ts'
-import { parseToolList } from '../src/tools.ts'
+import { outputSchema, parseToolList } from '../src/tools.ts'
 import { WorkerClient } from '../src/worker.ts'
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..')
@@ -97,6 +97,14 @@ describe('schema projection', () => {
         const output = toValueSchema(tools.find(tool => tool.name === name)?.output)
         assert.deepEqual(validateJsonSchemaValue(valueSchemaSpecToJsonSchema(output), value, ''), [], name)
       }
+      // memory_status's result as the plugin returns it, with its own status added.
+      const status = tools.find(tool => tool.name === 'memory_status')
+      assert.ok(status !== undefined)
+      const value = await worker.request('tools/call', { name: 'memory_status', arguments: {} }, { caller, timeoutMs: 30_000 })
+      const closed = valueSchemaSpecToJsonSchema(toValueSchema(status.output))
+      const withPlugin = { ...(value as object), dsh_plugin: { worker: { state: 'ready' } } }
+      assert.notDeepEqual(validateJsonSchemaValue(closed, withPlugin, ''), [])
+      assert.deepEqual(validateJsonSchemaValue(valueSchemaSpecToJsonSchema(outputSchema(status)), withPlugin, ''), [])
       const record = tools.find(tool => tool.name === 'memory_artifact_record')
       const args = {
         source_path: 'r.csv', title: 'Cohort table', summary: 'Per cohort.', query_fingerprint: 'a'.repeat(64),
