@@ -169,7 +169,10 @@ def _object_sizes(shard_fd: int, shard: str) -> Iterator[int]:
     with os.scandir(shard_fd) as entries:
         for entry in entries:
             if not entry.name.endswith(_SIDE_FILES) and object_name(entry.name, shard):
-                yield entry.stat(follow_symlinks=False).st_size
+                try:
+                    yield entry.stat(follow_symlinks=False).st_size
+                except FileNotFoundError:  # collected since the scan: no longer counts
+                    continue
 
 
 def _link_object(obj_dir: int, stage: _fs.Staged, artifact_id: ArtifactId) -> None:

@@ -202,19 +202,17 @@ def _state_garbage(runtime: Runtime, *, apply: bool) -> dict[str, int]:
 
 
 def _recall_markers(state_root: str, now: float, *, apply: bool) -> int:
-    from harness_plugin.memory._recall import MARKER_TTL_S, prune_markers
-    from harness_plugin.memory._recall_search import recall_dir
+    from harness_plugin.memory._recall_search import (
+        MARKER_TTL_S,
+        count_markers,
+        prune_markers,
+        recall_dir,
+    )
 
     with recall_dir(state_root) as directory:
         if apply:
             return prune_markers(directory, now - MARKER_TTL_S)
-        with os.scandir(directory) as entries:
-            return sum(
-                1
-                for e in entries
-                if e.name.endswith((".turn", ".tmp"))
-                and e.stat(follow_symlinks=False).st_mtime < now - MARKER_TTL_S
-            )
+        return count_markers(directory, now - MARKER_TTL_S)
 
 
 def _gc_view(report: GcReport, state: dict[str, int]) -> dict[str, object]:

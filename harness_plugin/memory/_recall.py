@@ -19,7 +19,6 @@ import hashlib
 import math
 import os
 import re
-import stat
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -36,9 +35,11 @@ from cards.redaction import normalise_text, outbound_query
 from fsedge import atomic_write, read_small
 from harness_plugin.config._memory import RecallConfig
 from harness_plugin.memory._recall_search import (
+    MARKER_TTL_S,
     MemoryReads,
     answered,
     fuse,
+    prune_markers,
     recall_dir,
     save_search_mode,
     served_mode,
@@ -60,10 +61,7 @@ _MARKER = re.compile(r"\[\s*/?\s*honcho memory", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 MAX_CACHE_ENTRIES = 256
 LOCK_STRIPES = 64
-# Turn markers (`<state_root>/recall/`, one per session) idle this long are removed.
-MARKER_TTL_S = 30 * 86_400
-PRUNE_EVERY_S = 3_600.0
-MAX_PRUNED = 10_000  # per pass, so one pass stays short
+PRUNE_EVERY_S = 3_600.0  # how often a recall prunes turn markers (`MARKER_TTL_S`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,27 +319,6 @@ class Recall:
             if now >= self._next_prune:
                 self._next_prune = now + PRUNE_EVERY_S
                 prune_markers(directory, time.time() - MARKER_TTL_S)
-
-
-def prune_markers(directory: int, older_than: float) -> int:
-    """Remove turn markers (and crash-left stages) last written before `older_than`.
-
-    A session idle that long has no turn in flight: forgetting its marker can at worst let a
-    turn it resumes recall once more. Returns how many files were removed.
-    """
-    removed = 0
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            if not entry.name.endswith((".turn", ".tmp")) or removed >= MAX_PRUNED:
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-                if stat.S_ISREG(st.st_mode) and st.st_mtime < older_than:
-                    os.unlink(entry.name, dir_fd=directory)
-                    removed += 1
-            except FileNotFoundError:
-                continue  # another worker pruned it first
-    return removed
 
 
 def item_text(text: str, limit: int) -> tuple[str, int]:

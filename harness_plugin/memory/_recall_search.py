@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -30,6 +31,9 @@ from indexer import (
 )
 
 SEARCH_MODE_FILE = "honcho-search.json"  # under <state_root>/recall/: what the server offered
+# Turn markers (`<state_root>/recall/`, one per session) idle this long are removed.
+MARKER_TTL_S = 30 * 86_400
+MAX_PRUNED = 10_000  # per pass, so one pass stays short
 
 
 class MemoryReads(Protocol):
@@ -137,3 +141,40 @@ def recall_dir(state_root: str) -> Iterator[int]:
         yield directory
     finally:
         os.close(directory)
+
+
+def prune_markers(directory: int, older_than: float) -> int:
+    """Remove turn markers (and crash-left stages) last written before `older_than`.
+
+    A session idle that long has no turn in flight: forgetting its marker can at worst let a
+    turn it resumes recall once more. Returns how many files were removed.
+    """
+    removed = 0
+    for name in _old_markers(directory, older_than):
+        if removed >= MAX_PRUNED:
+            break
+        try:
+            os.unlink(name, dir_fd=directory)
+            removed += 1
+        except FileNotFoundError:
+            continue  # another worker pruned it first
+    return removed
+
+
+def count_markers(directory: int, older_than: float) -> int:
+    """How many markers `prune_markers` would consider (a dry run; nothing removed)."""
+    return sum(1 for _ in _old_markers(directory, older_than))
+
+
+def _old_markers(directory: int, older_than: float) -> Iterator[str]:
+    """The marker files last changed before `older_than`; one removed meanwhile is skipped."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if not entry.name.endswith((".turn", ".tmp")):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # another worker pruned it first
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < older_than:
+                yield entry.name
