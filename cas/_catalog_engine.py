@@ -42,7 +42,13 @@ MAX_PREFIXES = 4
 MAX_EXPANSIONS = 64
 # Beyond this many hits that tie at the limit, the order among them is the index's own.
 MAX_TIED = 10_000
+# Hits' experiment ids kept for the searcher they were read from (~300 bytes each): reading
+# one from tantivy's store and checking it costs ~4 µs, a fifth of a 20-hit query's own Python.
+MAX_IDS = 4096
 _WRITER_HEAP = 32_000_000  # tantivy's floor is 15 MB per thread
+# A build writes 100,000 cards as one segment within this (two at 32 MB): searches of that
+# index took 5% less time, and the build 18% less CPU, for ~30 MB more peak memory.
+BUILD_HEAP = 128_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 # The experiment id's base32 alphabet, in string order, as base-32 digits (for `int(_, 32)`).
@@ -154,6 +160,7 @@ class Engine:
         index.config_reader(reload_policy="Manual")
         self._index = index
         self._searcher = index.searcher()
+        self._ids: dict[tuple[int, int], str] = {}  # the searcher's document -> experiment id
 
     @classmethod
     def memory(cls) -> Engine:
@@ -188,18 +195,20 @@ class Engine:
         with _translated("reloaded"):
             self._index.reload()
             self._searcher = self._index.searcher()
+            self._ids = {}
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[Writer]:
+    def writing(self, heap: int = _WRITER_HEAP) -> Iterator[Writer]:
         """A writer for the block, committed (and merged) at its end; rolled back on error.
 
-        The caller holds the catalog's lock: tantivy allows one writer per index.
+        `heap` bounds the memory tantivy buffers documents in before it writes a segment. The
+        caller holds the catalog's lock: tantivy allows one writer per index.
 
         Raises:
             CatalogDamaged: the index could not be written.
         """
         with _translated("written"):
-            writer = self._index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+            writer = self._index.writer(heap_size=heap, num_threads=1)
         try:
             yield Writer(writer)
             with _translated("committed"):
@@ -267,10 +276,16 @@ class Engine:
         return hits[:limit]
 
     def _id(self, address: tantivy.DocAddress) -> str:
+        key = (address.segment_ord, address.doc)
+        known = self._ids.get(key)
+        if known is not None:
+            return known
         raw = self._searcher.doc(address).get_first("id")
         value = raw.decode("ascii", "replace") if isinstance(raw, bytes) else ""
         if not _EXPERIMENT_ID.fullmatch(value):
             raise CatalogDamaged("the catalog index holds a document that is not a card's")
+        if len(self._ids) < MAX_IDS:
+            self._ids[key] = value
         return value
 
     def _exact_query(self, text: str) -> tantivy.Query:

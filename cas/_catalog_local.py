@@ -26,7 +26,7 @@ from cas import _catalog_files as files
 from cas import _catalog_table as card_table
 from cas._catalog import SearchHit, checked_query, confirmed
 from cas._catalog_cards import HIT_CARDS, HitCards
-from cas._catalog_engine import FORMAT, CatalogDamaged, Engine, Writer
+from cas._catalog_engine import BUILD_HEAP, FORMAT, CatalogDamaged, Engine, Writer
 from cas._catalog_files import Head
 from cas._catalog_table import Changes, Table
 from cas._layout import CARD_SUFFIX
@@ -207,7 +207,7 @@ class LocalCatalog:
         index_dir = os.path.join(self.path or "", generation)
         engine = Engine.create(index_dir) if generation else Engine.memory()
         table: Table = {}
-        with engine.writing() as writer:
+        with engine.writing(BUILD_HEAP) as writer:
             for read in self.store.read_cards():
                 card_table.record(table, (read,), Changes())
                 if read.card is not None and not isinstance(read.card, ArtifactError):
