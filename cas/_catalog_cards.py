@@ -28,7 +28,7 @@ from cas._layout import CARD_SUFFIX
 
 if TYPE_CHECKING:
     from cards.card import ExperimentCardV1
-    from cas._catalog_local import CardSource
+    from cas._store import Store
 
 __all__ = ["HIT_CARDS", "MAX_CARDS", "HitCards"]
 
@@ -60,7 +60,7 @@ class HitCards:
     def __len__(self) -> int:
         return len(self._kept)
 
-    def load(self, store: CardSource, ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
+    def load(self, store: Store, ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
         """Each card as its file holds it now; None for one absent or unusable."""
         from cas._local_store import RACY_NS, ProjectStore  # loaded already for a local store
 
