@@ -163,13 +163,8 @@ class Engine:
         self._ids: dict[tuple[int, int], str] = {}  # the searcher's document -> experiment id
 
     @classmethod
-    def memory(cls) -> Engine:
-        """An empty index held in memory."""
-        return cls(tantivy.Index(_SCHEMA))
-
-    @classmethod
-    def create(cls, path: str) -> Engine:
-        """A new empty index in the existing empty directory `path`.
+    def create(cls, path: str | None = None) -> Engine:
+        """A new empty index in the existing empty directory `path`, or in memory.
 
         Raises:
             CatalogDamaged: it could not be created.

@@ -171,7 +171,7 @@ class LocalCatalog:
         self.last_refresh = "build"
         generation = files.new_generation(self.path) if self._writable and self.path else ""
         index_dir = os.path.join(self.path or "", generation)
-        engine = Engine.create(index_dir) if generation else Engine.memory()
+        engine = Engine.create(index_dir if generation else None)
         table: Table = {}
         with engine.writing(BUILD_HEAP) as writer:
             for read in self.store.read_cards():
