@@ -91,7 +91,7 @@ class Catalog:
     def __init__(self, cards: Iterable[ExperimentCardV1] = ()) -> None:
         """Index `cards`; of two with one experiment id, the later one wins, as with `put`."""
         self._cards = {card.experiment_id: card for card in cards}
-        self._engine = Engine.memory()
+        self._engine = Engine.create()
         with self._engine.writing() as writer:
             for card in self._cards.values():
                 writer.add(card)

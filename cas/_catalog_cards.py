@@ -28,7 +28,7 @@ from cas._layout import CARD_SUFFIX
 
 if TYPE_CHECKING:
     from cards.card import ExperimentCardV1
-    from cas._catalog_local import CardSource
+    from cas._store import Store
 
 __all__ = ["HIT_CARDS", "MAX_CARDS", "HitCards"]
 
@@ -60,7 +60,7 @@ class HitCards:
     def __len__(self) -> int:
         return len(self._kept)
 
-    def load(self, store: CardSource, ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
+    def load(self, store: Store, ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
         """Each card as its file holds it now; None for one absent or unusable."""
         from cas._local_store import RACY_NS, ProjectStore  # loaded already for a local store
 
@@ -68,9 +68,17 @@ class HitCards:
             return store.load_cards(ids)
         cards_dir = store.local_path(store.layout.cards_dir)
         settled = self._clock() - RACY_NS  # before the stats
-        paths = [os.path.join(cards_dir, key + CARD_SUFFIX) for key in ids]
+        paths = [f"{cards_dir}/{key}{CARD_SUFFIX}" for key in ids]
         stamps = [_stamp(path) for path in paths]
-        found = [self._kept_card(path, stamp) for path, stamp in zip(paths, stamps, strict=True)]
+        found: list[ExperimentCardV1 | None] = []
+        with self._lock:
+            for path, stamp in zip(paths, stamps, strict=True):
+                kept = self._kept.get(path)
+                if kept is not None and kept[0] == stamp:
+                    self._kept.move_to_end(path)
+                    found.append(kept[1])
+                else:
+                    found.append(None)
         unread = [n for n, card in enumerate(found) if card is None and stamps[n] is not None]
         if not unread:
             return found
@@ -81,16 +89,6 @@ class HitCards:
             if card is not None and stamp is not None and stamp[4] < settled:
                 self._keep(paths[n], stamp, card)
         return found
-
-    def _kept_card(self, path: str, stamp: Stamp | None) -> ExperimentCardV1 | None:
-        if stamp is None:
-            return None
-        with self._lock:
-            kept = self._kept.get(path)
-            if kept is None or kept[0] != stamp:
-                return None
-            self._kept.move_to_end(path)
-            return kept[1]
 
     def _keep(self, path: str, stamp: Stamp, card: ExperimentCardV1) -> None:
         with self._lock:

@@ -2,22 +2,19 @@
 
 Keeping up (`refresh`): an unchanged cards version of the store costs one stat. A changed one
 takes the catalog's writer lock (one writer; searches never take it), reads the card log since the
-index's mark through the store (`CardSource.read_changed_cards`: only the changed files are parsed)
+index's mark through the store (`Store.read_changed_cards`: only the changed files are parsed)
 and commits the changes. Any crash leaves the head naming the last whole commit, or an index that
 no longer matches its manifest, which is rebuilt from the card files; so is a missing,
 foreign-version or damaged one (`_catalog_files`). Hits are served as their card files hold them
 now (`_catalog_cards`); one that is gone or no longer matches makes the catalog catch up and rank
-again. A read-only catalog
-(`save=False`) writes nothing: it uses the saved index while it is current, and otherwise builds
-one in memory. The store is read through `CardSource` only: its cards version, the cards changed
-since a card log mark, every card, and cards by id.
+again. A read-only catalog (`save=False`) writes nothing: it uses the saved index while it is
+current, and otherwise builds one in memory.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -26,19 +23,18 @@ from cas import _catalog_files as files
 from cas import _catalog_table as card_table
 from cas._catalog import SearchHit, checked_query, confirmed
 from cas._catalog_cards import HIT_CARDS, HitCards
-from cas._catalog_engine import FORMAT, CatalogDamaged, Engine, Writer
+from cas._catalog_engine import BUILD_HEAP, FORMAT, CatalogDamaged, Engine, Writer
 from cas._catalog_files import Head
 from cas._catalog_table import Changes, Table
 from cas._layout import CARD_SUFFIX
 
 if TYPE_CHECKING:
-    from cards import Limits, ProjectId
     from cards.card import ExperimentCardV1
     from cas._card_log import LogMark
-    from cas._cardfiles import CardChanges, CardRead, CardStamp
-    from cas._layout import ProjectLayout
+    from cas._cardfiles import CardChanges
+    from cas._store import Store
 
-__all__ = ["CATALOG_DIR", "CardSource", "CatalogCheck", "LocalCatalog"]
+__all__ = ["CATALOG_DIR", "CatalogCheck", "LocalCatalog"]
 
 CATALOG_DIR = "catalog"
 
@@ -59,42 +55,12 @@ class CatalogCheck(msgspec.Struct, frozen=True):
         return not (self.missing or self.extra or self.stale)
 
 
-class CardSource(Protocol):
-    """What the catalog reads of a store: its cards, their changes and their version."""
-
-    limits: Limits
-    layout: ProjectLayout
-
-    @property
-    def project_id(self) -> ProjectId:
-        """The project the store serves."""
-        ...
-
-    def cards_version(self) -> str | None:
-        """A token that changes with every card file change; None: look at the files."""
-        ...
-
-    def read_cards(self, unchanged: Mapping[str, CardStamp] | None = None) -> Iterator[CardRead]:
-        """Every card file; those whose stamp equals `unchanged[name]` are not parsed."""
-        ...
-
-    def read_changed_cards(
-        self, since: LogMark | None, known: Mapping[str, CardStamp]
-    ) -> CardChanges:
-        """The card files changed since the card log mark `since` (None: every file)."""
-        ...
-
-    def load_cards(self, experiment_ids: Sequence[str]) -> list[ExperimentCardV1 | None]:
-        """Read and validate several cards; None for an absent or unusable one."""
-        ...
-
-
 class LocalCatalog:
     """One project's catalog under the state root (not thread-safe: the caller serialises)."""
 
     def __init__(
         self,
-        store: CardSource,
+        store: Store,
         state_root: str | None,
         *,
         save: bool = True,
@@ -127,7 +93,7 @@ class LocalCatalog:
             self._load()
 
     @classmethod
-    def open(cls, store: CardSource, state_root: str | None, *, save: bool = True) -> LocalCatalog:
+    def open(cls, store: Store, state_root: str | None, *, save: bool = True) -> LocalCatalog:
         """The project's catalog, brought up to date."""
         catalog = cls(store, state_root, save=save)
         catalog.refresh()
@@ -205,9 +171,9 @@ class LocalCatalog:
         self.last_refresh = "build"
         generation = files.new_generation(self.path) if self._writable and self.path else ""
         index_dir = os.path.join(self.path or "", generation)
-        engine = Engine.create(index_dir) if generation else Engine.memory()
+        engine = Engine.create(index_dir if generation else None)
         table: Table = {}
-        with engine.writing() as writer:
+        with engine.writing(BUILD_HEAP) as writer:
             for read in self.store.read_cards():
                 card_table.record(table, (read,), Changes())
                 if read.card is not None and not isinstance(read.card, ArtifactError):

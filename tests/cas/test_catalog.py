@@ -368,6 +368,8 @@ def test_puts_in_any_order_find_what_a_fresh_build_finds(
     final = {card.experiment_id: card for card in first + second}
     grown = Catalog(first)
     for card in second:
+        for query in _WORDS:  # searched between writes: no hit is named as before a write
+            grown.search(query, limit=20)
         grown.put(card)
     shuffled = list(final.values())
     rng.shuffle(shuffled)
