@@ -159,8 +159,9 @@ class Engine:
         # directory being replaced (the forged-files test failed with ENOTEMPTY under load).
         index.config_reader(reload_policy="Manual")
         self._index = index
-        self._searcher = index.searcher()
-        self._ids: dict[tuple[int, int], str] = {}  # the searcher's document -> experiment id
+        # One searcher and its hits' ids, replaced together: a search reads both once, so a
+        # reload by another thread (a record in the worker) never mixes two index versions.
+        self._view = _View(index.searcher(), {})
 
     @classmethod
     def create(cls, path: str | None = None) -> Engine:
@@ -183,14 +184,13 @@ class Engine:
             return cls(tantivy.Index.open(path))
 
     def __len__(self) -> int:
-        return int(self._searcher.num_docs)
+        return int(self._view.searcher.num_docs)
 
     def reload(self) -> None:
         """See the index's latest commit."""
         with _translated("reloaded"):
             self._index.reload()
-            self._searcher = self._index.searcher()
-            self._ids = {}
+            self._view = _View(self._index.searcher(), {})
 
     @contextlib.contextmanager
     def writing(self, heap: int = _WRITER_HEAP) -> Iterator[Writer]:
@@ -225,20 +225,69 @@ class Engine:
         rest, scored against the best BM25 hit of all (exact ones included), so in (0, 1]. One
         search of the words: the exact hits it finds are skipped, never searched for again.
         """
+        view = self._view
         with _translated("searched"):
-            exact = [self._id(address) for _, address in self._top(self._exact_query(text), limit)]
+            exact = [view.id(address) for _, address in view.top(self._exact_query(text), limit)]
             hits = [(key, 1.0, True) for key in exact]
-            words = self._words_query(text) if len(hits) < limit else None
-            found = [] if words is None else self._top(words, limit, by_score=True)
+            words = self._words_query(view.searcher, text) if len(hits) < limit else None
+            found = [] if words is None else view.top(words, limit, by_score=True)
             for score, address in found:
                 if len(hits) == limit:
                     break
-                key = self._id(address)
+                key = view.id(address)
                 if key not in exact:
                     hits.append((key, min(float(score) / float(found[0][0]), 1.0), False))
             return hits
 
-    def _top(
+    def _exact_query(self, text: str) -> tantivy.Query:
+        probes = (text, text, text, text.casefold(), text)
+        keys = sorted({_exact_key(kind, probe) for kind, probe in zip(_EXACT, probes, strict=True)})
+        return _any_of([tantivy.Query.term_query(_SCHEMA, "exact", key) for key in keys])
+
+    def _words_query(self, searcher: tantivy.Searcher, text: str) -> tantivy.Query | None:
+        """Each distinct stemmed word of `text` a term, each `word*` its expansions; or None."""
+        folded = normalized(text)
+        terms = list(dict.fromkeys(_ANALYZER.analyze(folded)))[:MAX_QUERY_TOKENS]
+        for word in list(dict.fromkeys(_PREFIX.findall(folded)))[:MAX_PREFIXES]:
+            for prefix in {word, *_ANALYZER.analyze(word)}:
+                found = searcher.terms_with_prefix("text", prefix, limit=MAX_EXPANSIONS)
+                terms += [term for term, _ in found if term not in terms]
+        if not terms:
+            return None
+        return _any_of([tantivy.Query.term_query(_SCHEMA, "text", term) for term in terms])
+
+    def has(self, experiment_id: str) -> bool:
+        """Whether a card of this experiment id is indexed."""
+        query = _id_query(experiment_id)
+        with _translated("searched"):
+            return bool(self._view.searcher.search(query, 1, count=False).hits)
+
+    def all_ids(self) -> dict[str, int]:
+        """Every indexed experiment id and its `updated` (for `fsck`: one pass over the index)."""
+        view = self._view
+        with _translated("read"):
+            count = int(view.searcher.num_docs)
+            if not count:
+                return {}
+            hits = view.searcher.search(tantivy.Query.all_query(), count, count=False).hits
+            addresses = [address for _, address in hits]
+            updated = view.searcher.fast_field_values("updated", addresses)
+            return {
+                view.id(address): int(value or 0)
+                for address, value in zip(addresses, updated, strict=True)
+            }
+
+
+class _View:
+    """One searcher of the index, and the experiment ids of the hits read through it."""
+
+    __slots__ = ("ids", "searcher")
+
+    def __init__(self, searcher: tantivy.Searcher, ids: dict[tuple[int, int], str]) -> None:
+        self.searcher = searcher
+        self.ids = ids  # the searcher's document -> experiment id, at most MAX_IDS
+
+    def top(
         self, query: tantivy.Query, limit: int, *, by_score: bool = False
     ) -> list[tuple[float, tantivy.DocAddress]]:
         """The best `limit` hits by (score or recency, recency, smaller id).
@@ -252,7 +301,7 @@ class Engine:
         order = None if by_score else "updated"
         fetch = max(limit, min(2 * limit, MAX_TIED)) + 1
         while True:
-            hits = self._searcher.search(query, fetch, count=False, order_by_field=order).hits
+            hits = self.searcher.search(query, fetch, count=False, order_by_field=order).hits
             if len(hits) < fetch or hits[limit - 1][0] != hits[-1][0] or fetch >= MAX_TIED:
                 break
             fetch = min(fetch * 4, MAX_TIED)
@@ -262,8 +311,8 @@ class Engine:
         hits = [hit for hit in hits if hit[0] >= floor]  # the rest cannot reach the limit
         if len({key for key, _ in hits}) < len(hits):  # ties: recency, then the smaller id
             addresses = [address for _, address in hits]
-            updated = self._searcher.fast_field_values("updated", addresses)
-            ranks = self._searcher.fast_field_values("rank", addresses)
+            updated = self.searcher.fast_field_values("updated", addresses)
+            ranks = self.searcher.fast_field_values("rank", addresses)
             keyed = sorted(
                 zip(hits, updated, ranks, strict=True),
                 key=lambda item: (-item[0][0], -(item[1] or 0), item[2] or 0),
@@ -271,55 +320,18 @@ class Engine:
             hits = [hit for hit, _, _ in keyed]
         return hits[:limit]
 
-    def _id(self, address: tantivy.DocAddress) -> str:
+    def id(self, address: tantivy.DocAddress) -> str:
         key = (address.segment_ord, address.doc)
-        known = self._ids.get(key)
+        known = self.ids.get(key)
         if known is not None:
             return known
-        raw = self._searcher.doc(address).get_first("id")
+        raw = self.searcher.doc(address).get_first("id")
         value = raw.decode("ascii", "replace") if isinstance(raw, bytes) else ""
         if not _EXPERIMENT_ID.fullmatch(value):
             raise CatalogDamaged("the catalog index holds a document that is not a card's")
-        if len(self._ids) < MAX_IDS:
-            self._ids[key] = value
+        if len(self.ids) < MAX_IDS:
+            self.ids[key] = value
         return value
-
-    def _exact_query(self, text: str) -> tantivy.Query:
-        probes = (text, text, text, text.casefold(), text)
-        keys = sorted({_exact_key(kind, probe) for kind, probe in zip(_EXACT, probes, strict=True)})
-        return _any_of([tantivy.Query.term_query(_SCHEMA, "exact", key) for key in keys])
-
-    def _words_query(self, text: str) -> tantivy.Query | None:
-        """Each distinct stemmed word of `text` a term, each `word*` its expansions; or None."""
-        folded = normalized(text)
-        terms = list(dict.fromkeys(_ANALYZER.analyze(folded)))[:MAX_QUERY_TOKENS]
-        for word in list(dict.fromkeys(_PREFIX.findall(folded)))[:MAX_PREFIXES]:
-            for prefix in {word, *_ANALYZER.analyze(word)}:
-                found = self._searcher.terms_with_prefix("text", prefix, limit=MAX_EXPANSIONS)
-                terms += [term for term, _ in found if term not in terms]
-        if not terms:
-            return None
-        return _any_of([tantivy.Query.term_query(_SCHEMA, "text", term) for term in terms])
-
-    def has(self, experiment_id: str) -> bool:
-        """Whether a card of this experiment id is indexed."""
-        query = _id_query(experiment_id)
-        with _translated("searched"):
-            return bool(self._searcher.search(query, 1, count=False).hits)
-
-    def all_ids(self) -> dict[str, int]:
-        """Every indexed experiment id and its `updated` (for `fsck`: one pass over the index)."""
-        with _translated("read"):
-            count = len(self)
-            if not count:
-                return {}
-            hits = self._searcher.search(tantivy.Query.all_query(), count, count=False).hits
-            addresses = [address for _, address in hits]
-            updated = self._searcher.fast_field_values("updated", addresses)
-            return {
-                self._id(address): int(value or 0)
-                for address, value in zip(addresses, updated, strict=True)
-            }
 
 
 class Writer:

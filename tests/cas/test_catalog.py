@@ -379,3 +379,28 @@ def test_puts_in_any_order_find_what_a_fresh_build_finds(
         got, want = grown.search(query, limit=20), fresh.search(query, limit=20)
         assert sorted(ids(got)) == sorted(ids(want)), query
         assert [h for h in got if h.exact] == [h for h in want if h.exact], query
+
+
+def test_a_search_keeps_reading_the_index_version_it_began_with() -> None:
+    # A worker records (a commit, then a reload) while another thread is between a search and
+    # reading its hits' ids: the hits must be read through the searcher that found them.
+    from cas._catalog_engine import Engine
+
+    cards = [make_card(n, minutes=n) for n in range(6)]
+    engine = Engine.create()
+    with engine.writing() as writer:
+        for card in cards[:3]:
+            writer.add(card)
+    with engine.writing() as writer:
+        for card in cards[3:]:
+            writer.add(card)
+    view = engine._view
+    found = view.top(engine._words_query(view.searcher, "cohort"), 6, by_score=True)
+    with engine.writing() as writer:  # the other thread: deletes, adds, merges, reloads
+        for card in cards[:5]:
+            writer.delete(card.experiment_id)
+        writer.add(make_card(99))
+    assert engine._view is not view
+    assert sorted(view.id(address) for _, address in found) == sorted(
+        card.experiment_id for card in cards
+    )
