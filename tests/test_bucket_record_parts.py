@@ -182,3 +182,20 @@ def test_the_body_check_hashes_the_body_itself_when_the_payload_is_unsigned():
         with pytest.raises(ChecksumMismatch):
             _body_check.check_body(request)  # type: ignore[arg-type]
     _body_check.check_body(SimpleNamespace(headers={}, body=b"x"))  # type: ignore[arg-type]
+
+
+def test_clients_share_the_process_session_until_the_credential_chain_changes(
+    s3_endpoint: str, bucket: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    from cas import BucketSettings
+    from cas._bucket._client import BucketClient
+
+    settings = BucketSettings(bucket=bucket, cache_root=str(tmp_path), endpoint_url=s3_endpoint)
+    first, second = BucketClient(settings), BucketClient(settings)
+    assert first._session is second._session  # the service model is loaded once
+    second.put("k", b"v")
+    assert first.head("k") is not None
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "another-key")
+    other = BucketClient(settings)
+    assert other._session is not first._session
+    assert other._session.get_credentials().access_key == "another-key"
