@@ -264,13 +264,14 @@ class BucketClient:
 
     def listing(self, prefix: str) -> Iterator[Head]:
         """Every key below `prefix`, in key order (paginated)."""
-        with _errors("list"):
-            pages = self._s3.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=prefix
-            )
-            for page in pages:
-                for item in page.get("Contents", ()):
-                    yield Head(item["Key"], item["Size"], item["ETag"], item["LastModified"])
+        for item in self._pages("list", "list_objects_v2", "Contents", prefix):
+            yield Head(item["Key"], item["Size"], item["ETag"], item["LastModified"])
+
+    def _pages(self, operation: str, name: str, field: str, prefix: str) -> Iterator[Any]:
+        """The items of every page of a paginated listing below `prefix`."""
+        with _errors(operation):
+            for page in self._s3.get_paginator(name).paginate(Bucket=self.bucket, Prefix=prefix):
+                yield from page.get(field, ())
 
     def start_upload(self, key: str, sha256: str | None = None, *, checksums: bool = False) -> str:
         """Begin a multipart upload; its parts stay invisible until it completes.
@@ -353,13 +354,8 @@ class BucketClient:
 
     def uploads(self, prefix: str) -> Iterator[Upload]:
         """Incomplete multipart uploads below `prefix`."""
-        with _errors("list uploads"):
-            pages = self._s3.get_paginator("list_multipart_uploads").paginate(
-                Bucket=self.bucket, Prefix=prefix
-            )
-            for page in pages:
-                for item in page.get("Uploads", ()):
-                    yield Upload(item["Key"], item["UploadId"], item["Initiated"])
+        for item in self._pages("list uploads", "list_multipart_uploads", "Uploads", prefix):
+            yield Upload(item["Key"], item["UploadId"], item["Initiated"])
 
     def delete(self, key: str) -> None:
         """Remove a key (absent: nothing to do)."""
