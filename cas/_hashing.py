@@ -90,10 +90,12 @@ def hash_fd(
         for view in filled_chunks(
             sha256, functools.partial(_fs.pread_into, fd), part_bytes or CHUNK_BYTES
         ):
-            if part_bytes:
+            if not part_bytes:
+                chunks.append(xxhash.xxh3_128_digest(view))
+            else:
                 parts.append(hashlib.sha256(view).digest())
-            for start in range(0, len(view), CHUNK_BYTES):
-                chunks.append(xxhash.xxh3_128_digest(view[start : start + CHUNK_BYTES]))
+                for start in range(0, len(view), CHUNK_BYTES):
+                    chunks.append(xxhash.xxh3_128_digest(view[start : start + CHUNK_BYTES]))
             size += len(view)
             if progress is not None:
                 progress.advance(len(view))

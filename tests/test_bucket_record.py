@@ -168,5 +168,5 @@ def _nothing_visible(store: BucketStore, s3_endpoint: str, bucket: str) -> None:
     """No object (a manifest may stay), no card and no open upload in the bucket."""
     visible = keys_below(s3_endpoint, bucket, store.objects.keys.objects)
     assert not [key for key in visible if not key.endswith(".chunks")]
-    assert keys_below(s3_endpoint, bucket, store.objects.keys.cards) == {}
+    assert keys_below(s3_endpoint, bucket, store.objects.keys.root + "cards/") == {}
     assert open_uploads(s3_endpoint, bucket) == []
