@@ -166,7 +166,10 @@ def _walk(dir_fd: int, base: str, start: str) -> Iterator[Entry]:
     # In key order: a directory's keys continue its name with '/'.
     entries = sorted(chosen, key=lambda e: e.name + "/" * e.is_dir(follow_symlinks=False))
     for entry in entries:
-        st = entry.stat(follow_symlinks=False)
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # removed since the directory was read (a stage that finished)
         if stat.S_ISREG(st.st_mode):
             yield _entry(base + entry.name, st)
         elif stat.S_ISDIR(st.st_mode):

@@ -201,3 +201,38 @@ def test_a_local_key_held_by_no_regular_file_is_missing(tmp_path: Path):
                 backend.read(f"cards/{name}.json")
     finally:
         os.close(fd)
+
+
+def test_a_local_key_removed_while_listed_is_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A writer's stage that finishes between the directory read and its stat (gc's sweep)."""
+    from cas import _local_backend
+
+    (tmp_path / "tmp").mkdir()
+    for name in ("a", "b", "c"):
+        (tmp_path / "tmp" / name).write_bytes(name.encode())
+    real = os.scandir
+
+    def scandir_then_remove(fd: int):  # type: ignore[no-untyped-def]
+        with real(fd) as scan:
+            entries = list(scan)
+        os.unlink("b", dir_fd=fd)  # gone once read, before its stat
+        return _Entries(entries)
+
+    monkeypatch.setattr(_local_backend.os, "scandir", scandir_then_remove)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert [entry.key for entry in LocalBackend(fd).list("tmp/")] == ["tmp/a", "tmp/c"]
+    finally:
+        os.close(fd)
+
+
+class _Entries(list):  # type: ignore[type-arg]
+    """Directory entries already read, as `os.scandir`'s context manager yields them."""
+
+    def __enter__(self) -> _Entries:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
