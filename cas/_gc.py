@@ -39,7 +39,6 @@ from cas._progress import Progress
 
 if TYPE_CHECKING:
     from cas._cardfiles import CardReads
-    from cas._local_store import ProjectStore
     from cas._project import Project
     from cas._store import Store
 
@@ -90,26 +89,14 @@ def collect_garbage(
         StoreIOError: the store failed (what was reclaimed before stays reclaimed).
     """
     from cas._local_store import ProjectStore
+    from cas._project import open_project
 
-    clock = time.time() if now is None else now
+    now = time.time() if now is None else now
     if not isinstance(store, ProjectStore):  # a bucket's: `cas._bucket._gc`
         raise InvalidInput(
             "collect_garbage collects a local store; a bucket's is collected by "
             "collect_bucket_garbage"
         )
-    return _collect_local(store, retention, apply=apply, progress=progress, now=clock)
-
-
-def _collect_local(
-    store: ProjectStore,
-    retention: Retention,
-    *,
-    apply: bool,
-    progress: Progress | None,
-    now: float,
-) -> GcReport:
-    from cas._project import open_project
-
     report = GcReport(applied=apply)
     with open_project(store.artifact_root, store.layout, create=False) as project:
         if project is None:

@@ -1,10 +1,11 @@
 """Hashing: SHA-256 of a whole object and xxh3-128 of each 4 MiB chunk, in one pass.
 
 `hash_fd` reads an object already in place (resolve, fsck), `hash_export` a kernel's export in
-place (a record that may deduplicate; a bucket record without part checksums);
-`copy_and_hash` has the kernel copy a source into a staging file and hashes the copy (record).
-A bucket record that declares part checksums hashes in `_bucket._hasher.hash_for_upload`
-instead, which also takes each upload part's SHA-256.
+place (a record that may deduplicate; a bucket record, which may also take the SHA-256 of each
+part its upload will send, `PartDigests`, from the same buffers: the upload proves every part
+against them, and SHA-256 is the proof, never xxh3); `ChunkHasher` is fed what arrives (a
+bucket's download), in order; `copy_and_hash` has the kernel copy a source into a staging file
+and hashes the copy (record).
 """
 
 from __future__ import annotations
@@ -43,31 +44,74 @@ class Digests(msgspec.Struct, frozen=True):
         return ChunkManifest(self.size, CHUNK_BYTES, self.chunk_digests).encode()
 
 
-def hash_fd(fd: int, progress: Progress | None = None, *, limit: int | None = None) -> Digests:
+class ChunkHasher(msgspec.Struct):
+    """SHA-256 of the whole and xxh3-128 of each chunk, fed chunk by chunk, in order."""
+
+    size: int = 0
+    _sha256: hashlib._Hash = msgspec.field(default_factory=hashlib.sha256)
+    _chunks: list[bytes] = msgspec.field(default_factory=list)
+
+    def update(self, chunk: bytes | memoryview) -> None:
+        """Add one chunk (exactly `CHUNK_BYTES`, except the last)."""
+        self._sha256.update(chunk)
+        self._chunks.append(xxhash.xxh3_128_digest(chunk))
+        self.size += len(chunk)
+
+    def digests(self) -> Digests:
+        """What was hashed."""
+        return Digests(self.size, self._sha256.digest(), tuple(self._chunks))
+
+
+class PartDigests(Digests, frozen=True):
+    """First-pass digests, and the SHA-256 of each `part_bytes` part (the last may be short)."""
+
+    part_bytes: int = 0
+    part_sha256: tuple[bytes, ...] = ()
+
+
+def hash_fd(
+    fd: int, progress: Progress | None = None, *, limit: int | None = None, part_bytes: int = 0
+) -> Digests:
     """Hash what is readable from `fd`, from its start (positional reads, so `fd` is shared).
 
     SHA-256 runs in a second thread (`filled_chunks`, `Sha256Thread`) while this one reads the
-    next chunk and takes each chunk's xxh3-128. With `limit`, stop once more than `limit` bytes
-    were read (at most one chunk past it).
+    next piece and takes each chunk's xxh3-128. With `limit`, stop once more than `limit` bytes
+    were read (at most one piece past it). With `part_bytes` (whole chunks), the pieces are
+    upload parts and this thread also takes each part's SHA-256 (`PartDigests`, for a bucket
+    record: hashlib releases the GIL, so two CPUs hash at once; memory stays at two parts).
     """
+    if part_bytes % CHUNK_BYTES:
+        raise ValueError("parts must be whole chunks")
     sha256 = Sha256Thread()
     chunks: list[bytes] = []
+    parts: list[bytes] = []
     size = 0
     try:
-        for view in filled_chunks(sha256, functools.partial(_fs.pread_into, fd)):
-            chunks.append(xxhash.xxh3_128_digest(view))
+        for view in filled_chunks(
+            sha256, functools.partial(_fs.pread_into, fd), part_bytes or CHUNK_BYTES
+        ):
+            if not part_bytes:
+                chunks.append(xxhash.xxh3_128_digest(view))
+            else:
+                parts.append(hashlib.sha256(view).digest())
+                for start in range(0, len(view), CHUNK_BYTES):
+                    chunks.append(xxhash.xxh3_128_digest(view[start : start + CHUNK_BYTES]))
             size += len(view)
             if progress is not None:
                 progress.advance(len(view))
             if limit is not None and size > limit:
                 break
+        if part_bytes:
+            return PartDigests(size, sha256.digest(), tuple(chunks), part_bytes, tuple(parts))
         return Digests(size, sha256.digest(), tuple(chunks))
     finally:
         sha256.close()
 
 
-def hash_export(fd: int, size: int, progress: Progress | None = None) -> Digests:
-    """Hash a kernel's export in place, reading at most one chunk past the `size` it had.
+def hash_export(
+    fd: int, size: int, progress: Progress | None = None, *, part_bytes: int = 0
+) -> Digests:
+    """Hash a kernel's export in place (`hash_fd`), reading at most one piece past its `size`.
 
     A file still growing shows as larger (the caller refuses it) instead of being read for as
     long as it grows.
@@ -76,7 +120,7 @@ def hash_export(fd: int, size: int, progress: Progress | None = None) -> Digests
         StoreIOError: the export could not be read.
     """
     try:
-        return hash_fd(fd, progress, limit=size)
+        return hash_fd(fd, progress, limit=size, part_bytes=part_bytes)
     except OSError as exc:
         raise StoreIOError(f"cannot read the export: {exc.strerror}") from exc
 

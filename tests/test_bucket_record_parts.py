@@ -1,6 +1,6 @@
 """A record's first pass by parts, and a second pass that proves every part by its SHA-256.
 
-`hash_for_upload` takes, besides the address and the chunk manifest, the SHA-256 of every part
+`hash_export` by parts takes, besides the address and the chunk manifest, the SHA-256 of every part
 the upload will send, from the same buffers. `publish` then sends each part declaring that
 digest; the client proves the body against it just before it is sent. xxh3 plays no part in
 the proof: with every xxh3 forced to collide, a byte changed between the passes still fails
@@ -22,11 +22,11 @@ from conftest import PROJECT, Workspace
 
 from cards import artifact_id_for_digest
 from cards.errors import SourceChanged
-from cas._bucket import _body_check, _hasher
+from cas import _hashing
+from cas._bucket import _body_check
 from cas._bucket._body_check import ChecksumMismatch
-from cas._bucket._hasher import PartDigests, hash_for_upload
 from cas._bucket._publish import Publisher
-from cas._hashing import hash_fd
+from cas._hashing import PartDigests, hash_export, hash_fd
 
 __all__ = ["bucket", "s3_endpoint"]  # fixtures, imported for pytest
 
@@ -37,7 +37,10 @@ PART = 8 * MIB
 def _hashed(path: Path, size: int | None = None, part_bytes: int = PART) -> PartDigests:
     fd = os.open(path, os.O_RDONLY)
     try:
-        return hash_for_upload(fd, path.stat().st_size if size is None else size, part_bytes)
+        size = path.stat().st_size if size is None else size
+        digests = hash_export(fd, size, part_bytes=part_bytes)
+        assert isinstance(digests, PartDigests)
+        return digests
     finally:
         os.close(fd)
 
@@ -125,7 +128,7 @@ def test_a_part_changed_after_the_first_pass_is_refused_even_if_xxh3_collides(
 ):
     """xxh3 is no cryptographic hash and no part of the proof: SHA-256 per part is."""
     collide = SimpleNamespace(xxh3_128_digest=lambda data: b"\0" * 16)  # every chunk "equal"
-    monkeypatch.setattr(_hasher, "xxhash", collide)
+    monkeypatch.setattr(_hashing, "xxhash", collide)
     path = ws.export("a.bin", os.urandom(size))
     store = Host(s3_endpoint, bucket, ws.root / "state").store(PROJECT)
     digests = _hashed(path)
@@ -182,3 +185,20 @@ def test_the_body_check_hashes_the_body_itself_when_the_payload_is_unsigned():
         with pytest.raises(ChecksumMismatch):
             _body_check.check_body(request)  # type: ignore[arg-type]
     _body_check.check_body(SimpleNamespace(headers={}, body=b"x"))  # type: ignore[arg-type]
+
+
+def test_clients_share_the_process_session_until_the_credential_chain_changes(
+    s3_endpoint: str, bucket: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    from cas import BucketSettings
+    from cas._bucket._client import BucketClient
+
+    settings = BucketSettings(bucket=bucket, cache_root=str(tmp_path), endpoint_url=s3_endpoint)
+    first, second = BucketClient(settings), BucketClient(settings)
+    assert first._session is second._session  # the service model is loaded once
+    second.put("k", b"v")
+    assert first.head("k") is not None
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "another-key")
+    other = BucketClient(settings)
+    assert other._session is not first._session
+    assert other._session.get_credentials().access_key == "another-key"

@@ -21,8 +21,7 @@ import fsedge as _fs
 from cards import ArtifactId, ExperimentCardV1
 from cards.errors import IntegrityError, ObjectMissing, StoreIOError
 from cas._bucket._client import BucketClient, Conflict
-from cas._bucket._hasher import ChunkHasher
-from cas._hashing import Digests
+from cas._hashing import ChunkHasher, Digests
 from cas._layout import ProjectLayout
 from cas._progress import Progress
 from cas._project import open_project

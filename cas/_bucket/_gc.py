@@ -80,14 +80,12 @@ def collect_bucket_garbage(
                 _trash(client, store, head.key, head.key + CHUNKS_SUFFIX in manifests)
                 deleted[aid] = head
     if apply:
-        now_named, unreadable = referenced_by(store.cards)
-        for gone in sorted(set(deleted) & now_named):
+        referenced, unreadable = referenced_by(store.cards)
+        for gone in sorted(set(deleted) & referenced):
             _restore(client, store, keys.object(ArtifactId(gone)))
             report.restored += 1
-        if not unreadable:  # a card we cannot read may name what is in trash
-            _purge_trash(store, now_named, set(deleted), retention, report, clock)
-    elif not unreadable:
-        _list_trash(store, referenced, retention, report, clock)
+    if not unreadable:  # a card we cannot read may name what is in trash
+        _sweep_trash(store, referenced, set(deleted), retention, report, clock)
     _sweep_staging(store, retention, report, clock)
     quarantine_before = clock.timestamp() - retention.quarantine_s
     sweep(store.backend, f"{QUARANTINE}/", "quarantined", quarantine_before, report)
@@ -118,7 +116,7 @@ def _restore(client: BucketClient, store: BucketObjects, key: str) -> None:
             client.copy(_trash_key(store, name), name)
 
 
-def _purge_trash(
+def _sweep_trash(
     store: BucketObjects,
     named: set[str],
     just_moved: set[ArtifactId],
@@ -128,32 +126,21 @@ def _purge_trash(
 ) -> None:
     """Delete old trash no card names; put back what a card names and is missing.
 
-    What this run moved to trash (`just_moved`) stays until a later run.
+    What this run moved to trash (`just_moved`) stays until a later run; a dry run only counts.
     """
     client, keys = store.client, store.keys
     for head in client.listing(f"{keys.root}{TRASH}"):
-        name = head.key.rpartition("/")[2]
-        aid = ArtifactId(name.removesuffix(CHUNKS_SUFFIX))
+        aid = ArtifactId(head.key.rpartition("/")[2].removesuffix(CHUNKS_SUFFIX))
         if aid in just_moved:
             continue
         if aid in named:
-            if client.head(keys.object(aid)) is None:
+            if report.applied and client.head(keys.object(aid)) is None:
                 _restore(client, store, keys.object(aid))
                 report.restored += 1
-            continue
-        if head.modified <= clock - timedelta(seconds=retention.grace_s):
+        elif head.modified <= clock - timedelta(seconds=retention.grace_s):
             report.reclaimed.append(Reclaimable("trash", _rel(store, head.key), head.size))
-            client.delete(head.key)
-
-
-def _list_trash(
-    store: BucketObjects, named: set[str], retention: Retention, report: GcReport, clock: datetime
-) -> None:
-    keys = store.keys
-    for head in store.client.listing(f"{keys.root}{TRASH}"):
-        aid = head.key.rpartition("/")[2].removesuffix(CHUNKS_SUFFIX)
-        if aid not in named and head.modified <= clock - timedelta(seconds=retention.grace_s):
-            report.reclaimed.append(Reclaimable("trash", _rel(store, head.key), head.size))
+            if report.applied:
+                client.delete(head.key)
 
 
 def _sweep_staging(

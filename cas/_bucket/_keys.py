@@ -32,11 +32,6 @@ class BucketKeys(msgspec.Struct, frozen=True):
         return f"{self.root}objects/"
 
     @property
-    def cards(self) -> str:
-        """The prefix of every card."""
-        return f"{self.root}cards/"
-
-    @property
     def tmp(self) -> str:
         """The prefix of staging keys (crash leftovers live only here)."""
         return f"{self.root}tmp/"

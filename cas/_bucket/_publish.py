@@ -56,11 +56,10 @@ from cards import ArtifactId
 from cards.errors import IntegrityError, ObjectMissing, SourceChanged, StoreIOError
 from cas._bucket._body_check import ChecksumMismatch
 from cas._bucket._client import BucketClient, Conflict, Unsupported
-from cas._bucket._hasher import PartDigests
 from cas._bucket._keys import BucketKeys
 from cas._bucket._probe import Capabilities
 from cas._bucket._proofs import Proofs
-from cas._hashing import Digests
+from cas._hashing import Digests, PartDigests
 from cas._layout import MAX_MANIFEST_BYTES
 from cas._progress import Progress
 from fsedge import CHUNK_BYTES

@@ -9,7 +9,7 @@ import msgspec
 from cards.errors import InvalidInput
 
 PART_BYTES = 8 << 20  # two manifest chunks per part: parts stay chunk-aligned
-MAX_IN_FLIGHT = 4  # parts being sent at once (memory: this many parts)
+MAX_IN_FLIGHT = 8  # parts being sent at once (memory: this many parts, 64 MiB)
 STALE_STAGING_AGE_S = 3600  # a staging key older than this belongs to no live record
 
 

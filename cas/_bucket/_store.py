@@ -51,7 +51,6 @@ from cas._backend import Entry
 from cas._bucket._backend import BucketBackend
 from cas._bucket._cache import LocalCopies, download
 from cas._bucket._client import BucketClient
-from cas._bucket._hasher import hash_for_upload
 from cas._bucket._keys import BucketKeys
 from cas._bucket._probe import Capabilities, known
 from cas._bucket._proofs import Proofs
@@ -184,11 +183,8 @@ class BucketObjects:
         src, provenance, metadata, progress = job
         if progress is not None:
             progress.start(2 * src.size)  # hashed in place, then sent
-        digests: Digests
-        if self.settings.part_checksums:
-            digests = hash_for_upload(src.fd, src.size, self.settings.part_bytes, progress)
-        else:
-            digests = hash_export(src.fd, src.size, progress)
+        part_bytes = self.settings.part_bytes if self.settings.part_checksums else 0
+        digests = hash_export(src.fd, src.size, progress, part_bytes=part_bytes)
         src.check_unchanged(digests.size)
         recorded = self._commit(src.fd, digests, metadata, src.name, provenance, progress)
         if progress is not None and recorded.deduplicated:
