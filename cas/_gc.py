@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
 
-import fsedge as _fs
 from cards import ArtifactId
-from cards.errors import InvalidInput, PathEscape, SourceMissing, StoreIOError
+from cards.errors import InvalidInput
 from cas._backend import Backend, Entry
 from cas._layout import CHUNKS_SUFFIX, QUARANTINE, TMP, VERIFIED_SUFFIX, listed_objects
 from cas._progress import Progress
@@ -156,39 +154,17 @@ def _sweep_object(
     if artifact_id in referenced:
         report.referenced += 1
         return
-    st = project.objects.lstat(artifact_id)
-    if st is None or report.unreadable_cards:  # a card we cannot read may name it
+    key = "/".join(project.layout.object_path(artifact_id))
+    entry = project.keys.stat(key)  # again, under the commit lock: a record may have linked it
+    if entry is None or report.unreadable_cards:  # a card we cannot read may name it
         return
-    if _age(st, now) < retention.grace_s:
+    if now - entry.modified < retention.grace_s:  # last written or linked
         report.young += 1
         return
-    key = "/".join(project.layout.object_path(artifact_id))
-    report.reclaimed.append(Reclaimable("object", key, st.st_size))
-    if report.applied:
-        _unlink_object(project, artifact_id)
-
-
-def _age(st: os.stat_result, now: float) -> float:
-    """Seconds since the file was last written or linked (a link updates its ctime)."""
-    return now - max(st.st_mtime, st.st_ctime)
-
-
-def _unlink_object(project: Project, artifact_id: ArtifactId) -> None:
-    try:
-        shard_fd = _fs.open_dir_beneath(project.fd, project.layout.object_dir(artifact_id))
-    except (SourceMissing, PathEscape):
-        return
-    try:
-        for name in (artifact_id, artifact_id + CHUNKS_SUFFIX, artifact_id + VERIFIED_SUFFIX):
-            try:
-                os.unlink(name, dir_fd=shard_fd)
-            except FileNotFoundError:
-                continue
-        _fs.fsync_dir(shard_fd)
-    except OSError as exc:
-        raise StoreIOError(f"cannot remove an object: {exc.strerror}") from exc
-    finally:
-        os.close(shard_fd)
+    report.reclaimed.append(Reclaimable("object", key, entry.size))
+    if report.applied:  # the object, then what only describes it
+        for suffix in ("", CHUNKS_SUFFIX, VERIFIED_SUFFIX):
+            project.keys.delete(key + suffix)
 
 
 def _stale_stage(project: Project, older_than: float, now: float, entry: Entry) -> bool:
