@@ -211,10 +211,15 @@ def manifest(index_dir: str, previous: Mapping[str, tuple[int, str]]) -> dict[st
         StoreIOError: a file could not be read, or is not a regular file.
     """
     found: dict[str, tuple[int, str]] = {}
-    for name in os.listdir(index_dir):
+    try:
+        listed = {
+            name: os.lstat(os.path.join(index_dir, name)).st_size for name in os.listdir(index_dir)
+        }
+    except OSError as exc:
+        raise StoreIOError(f"cannot list the catalog index: {exc.strerror}") from exc
+    for name, size in listed.items():
         if name in _LOCK_FILES:
             continue
-        size = os.lstat(os.path.join(index_dir, name)).st_size
         known = previous.get(name)
         if known is not None and known[0] == size and name not in _MUTABLE:
             found[name] = known
