@@ -91,8 +91,8 @@ class CsvTable:
         # Two blocks in memory: pyarrow types the first, and takes its last row for the whole
         # of it only when it is the final block, so a row cut at its end must not look final.
         head = bytes(reader.peek(0, 2 * self.block))
-        _check_header(head[: self.block], reader.size, self.block)
-        if head[: self.block].split(b"\n", 1)[0].count(delimiter.encode()) >= bounds.max_columns:
+        header = _check_header(head[: self.block], reader.size, self.block)
+        if header.count(delimiter.encode()) >= bounds.max_columns:
             check_width(bounds.max_columns + 1, bounds)  # before pyarrow builds every column
         options = pacsv.ReadOptions(use_threads=False, block_size=self.block)
         self._nulls = [*pacsv.ConvertOptions().null_values, *(() if read is None else read.nulls)]
@@ -194,20 +194,24 @@ class CsvTable:
         return _guarded(stream, self.block, self.reader)
 
 
-def _check_header(head: bytes, size: int, block: int) -> None:
-    """Refuse a header that is not UTF-8 (pyarrow would silently replace the bad bytes).
+def _check_header(head: bytes, size: int, block: int) -> bytes:
+    """The header's first line; refuse one that is not UTF-8 (pyarrow would replace bad bytes).
+
+    A line ends at a LF, a CR or both, as pyarrow reads it (a file may end lines with CR only).
 
     Raises:
         TableUnreadable: the header is not UTF-8.
         TableTooLarge: the header row is longer than a block.
     """
-    end = head.find(b"\n")
+    end = min((i for i in (head.find(b"\n"), head.find(b"\r")) if i >= 0), default=-1)
     if end < 0 and len(head) < size:
         raise _too_long(block)
+    header = head if end < 0 else head[:end]
     try:
-        (head if end < 0 else head[:end]).decode("utf-8")
+        header.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TableUnreadable("the header row is not UTF-8 text") from exc
+    return header
 
 
 def _typed(field: pa.Field, declared: dict[str, str]) -> pa.Field:

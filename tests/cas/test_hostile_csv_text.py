@@ -1,0 +1,58 @@
+"""Awkward text tables a scientist or a compromised kernel may write (CSV, TSV, JSON Lines).
+
+Each case is a real file recorded into a real store and sliced in the bounded child: it must
+give the rows a careful reader expects, or a typed error that says what is wrong and what to
+do, never garbage columns nor silently rounded values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from cas import Located
+from cas.slicing._limits import DEFAULT_SLICE_LIMITS
+from cas.slicing._media import CSV, TSV
+from cas.slicing._slice import SliceRequest, read_slice
+from cas.slicing._text_tables import block_bytes
+
+BLOCK = block_bytes(DEFAULT_SLICE_LIMITS.table_bounds)
+
+
+def record(ws, store, data: bytes, media_type: str = CSV) -> Located:
+    name = "h-" + hashlib.sha256(data).hexdigest()[:16]
+    ws.export(name, data)
+    card = ws.record(store, name, media_type=media_type, columns=["k"]).card
+    return store.locate(card.experiment_id)
+
+
+def sliced(located: Located, **request):
+    return read_slice(located.source, SliceRequest(**request))
+
+
+@pytest.fixture
+def store(ws):
+    return ws.store()
+
+
+# -- line endings -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("media_type", [CSV, TSV])
+def test_a_csv_with_carriage_returns_only_is_read_past_its_first_block(ws, store, media_type):
+    sep = b"," if media_type == CSV else b"\t"
+    rows = 2 * BLOCK // 8
+    data = sep.join([b"k", b"s", b"t"]) + b"\r"
+    data += b"".join(sep.join([b"%d" % i, b"a", b"b"]) + b"\r" for i in range(rows))
+    assert len(data) > 2 * BLOCK
+    located = record(ws, store, data, media_type)
+    result = sliced(located, columns=("k", "s"), where=f"k >= {rows - 2}")
+    assert result.table.to_pylist() == [{"k": rows - 2, "s": "a"}, {"k": rows - 1, "s": "a"}]
+
+
+def test_a_small_csv_with_carriage_returns_only_is_not_counted_as_one_wide_header(ws, store):
+    data = b"k,s,t\r" + b"1,a,b\r" * DEFAULT_SLICE_LIMITS.max_columns  # > max_columns commas
+    located = record(ws, store, data)
+    result = sliced(located, where="k = 1", limit=2)
+    assert result.table.to_pylist() == [{"k": 1, "s": "a", "t": "b"}] * 2
