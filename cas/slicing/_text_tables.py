@@ -13,7 +13,7 @@ its columns first); the result notes each widening. Blank cells and pyarrow's nu
 throughout the first block is read as text, not as pyarrow's `null` type. A JSON Lines value
 that does not fit the first block's type, or a CSV row with more fields, is `TableUnreadable`
 and says that the types came from the first block. Invalid UTF-8 is refused, not inferred as
-binary.
+binary, and so is a header with NUL bytes (ASCII written as UTF-16 decodes as UTF-8 with NULs).
 
 A card's declared read options (`cards.table_read`) type their columns as declared, never
 inferred nor widened (a value that does not fit is `TableUnreadable` naming the column, the line
@@ -210,8 +210,26 @@ def _check_header(head: bytes, size: int, block: int) -> bytes:
     try:
         header.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TableUnreadable("the header row is not UTF-8 text") from exc
+        raise TableUnreadable(f"the header row is not UTF-8 text{_looks_like(head)}") from exc
+    if b"\0" in header:  # valid UTF-8, but UTF-16 text or binary read as it would be garbage
+        raise TableUnreadable(f"the header row holds NUL bytes{_looks_like(head)}")
     return header
+
+
+_MAGIC = {
+    b"\x1f\x8b": "gzip-compressed: record it uncompressed",
+    b"PK\x03\x04": "a ZIP archive (a spreadsheet?): save it as CSV",
+    b"\xff\xfe": "UTF-16 text: save it as UTF-8",
+    b"\xfe\xff": "UTF-16 text: save it as UTF-8",
+}
+
+
+def _looks_like(head: bytes) -> str:
+    """What a file that is not UTF-8 text seems to be, and what to do, for an error message."""
+    found = next((what for magic, what in _MAGIC.items() if head.startswith(magic)), None)
+    if found is None and b"\0" in head[:2]:  # ASCII as UTF-16, without a BOM
+        found = _MAGIC[b"\xff\xfe"]
+    return f" (it seems to be {found})" if found else " (save it as UTF-8 text)"
 
 
 def _typed(field: pa.Field, declared: dict[str, str]) -> pa.Field:

@@ -7,10 +7,12 @@ do, never garbage columns nor silently rounded values.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 
 import pytest
 
+from cards.errors import TableUnreadable
 from cas import Located
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS
 from cas.slicing._media import CSV, TSV
@@ -56,3 +58,23 @@ def test_a_small_csv_with_carriage_returns_only_is_not_counted_as_one_wide_heade
     located = record(ws, store, data)
     result = sliced(located, where="k = 1", limit=2)
     assert result.table.to_pylist() == [{"k": 1, "s": "a", "t": "b"}] * 2
+
+
+# -- encodings --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ("k,s\n1,a\n".encode("utf-16-le"), "UTF-16"),
+        ("k,s\n1,a\n".encode("utf-16-be"), "UTF-16"),
+        ("k,s\n1,a\n".encode("utf-16"), "UTF-16"),
+        (b"k,s\x00t\n1,a\n", "NUL"),
+        (gzip.compress(b"k,s\n1,a\n"), "gzip"),
+    ],
+    ids=["utf16le", "utf16be", "utf16bom", "nul", "gzip"],
+)
+def test_text_that_is_not_utf8_is_refused_saying_what_it_looks_like(ws, store, data, words):
+    located = record(ws, store, data)
+    with pytest.raises(TableUnreadable, match=words):
+        sliced(located)
