@@ -2,7 +2,9 @@
 
 Text has no footer, so the schema is inferred from a bounded first block. A CSV column's type
 must then hold for the whole file: a column whose later values do not fit is widened (int64 to
-float64 to text, any other type to text), never read with two types in one slice. A CSV of at
+float64 to text, any other type to text; int64 to text for an integer beyond int64, which a
+double would round), never read with two types in one slice. A column of integers that pyarrow
+infers as double because some overflow int64 is read as text for the same reason. A CSV of at
 most `WHOLE_FILE_BYTES` is typed over the whole file before any row is read (`CsvTable.settle`,
 a streaming pass over the needed columns that restarts with the widened type), so every slice
 and `show` agree. A larger one is sliced with the first block's types, and a value that does
@@ -38,6 +40,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
@@ -58,15 +61,18 @@ _DRIFT = re.compile(
     r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to ([^:]+): invalid value '(.*)'"
 )
 _WIDER = {pa.int64(): pa.float64(), pa.float64(): pa.string()}
+_INTEGER = r"^[+-]?[0-9]+$"
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")  # int64 holds every integer of 18 digits
 
 
 class TypeDrift(TableUnreadable):
     """A CSV value that does not fit its column's type: the column is widened and read again."""
 
-    def __init__(self, message: str, column: int, found: str) -> None:
+    def __init__(self, message: str, column: int, found: str, value: str = "") -> None:
         super().__init__(message)
         self.column = column
         self.found = found
+        self.value = value
 
 
 def block_bytes(bounds: TableBounds) -> int:
@@ -106,15 +112,50 @@ class CsvTable:
         """The declared type of each column the card (or the read) declares one for."""
         _check_declared(self.declared, inferred.names)
         self.schema = pa.schema([_typed(f, self.declared) for f in inferred])
+        self.notes: list[str] = []
+        """One line per column read wider than inferred: what it was inferred as, and why."""
+        self._keep_long_integers(head, options)
         self._inferred = self.schema
         self.whole_file = reader.size <= WHOLE_FILE_BYTES
         """Whether every column is typed over the whole file before it is read."""
-        self.notes: list[str] = []
-        """One line per widened column: what it was inferred as, and why it was widened."""
         # Text cannot drift; nor can anything when the first block is the whole file.
         self._settled = {f.name for f in self.schema if pa.types.is_string(f.type)}
         if len(head) >= reader.size:  # a declared type was not inferred: it is checked
             self._settled.update(n for n in self.schema.names if n not in self.declared)
+
+    def _keep_long_integers(self, head: bytes, options: pacsv.ReadOptions) -> None:
+        """Read as text a column of integers that pyarrow inferred as double: int64 overflows.
+
+        A double would round them (an identifier of 20 digits), where pandas keeps them exact.
+        """
+        names = self.schema.names
+        doubles = [
+            f.name
+            for f in self.schema
+            if pa.types.is_floating(f.type)
+            and f.name not in self.declared
+            and names.count(f.name) == 1  # a repeated name cannot be sliced, nor read alone
+        ]
+        if not doubles or _LONG_DIGITS.search(head) is None:
+            return
+        convert = pacsv.ConvertOptions(
+            column_types=dict.fromkeys(doubles, pa.string()),
+            include_columns=doubles,
+            strings_can_be_null=True,
+            null_values=self._nulls,
+        )
+        with _block_errors(self.block):
+            text = pacsv.read_csv(pa.BufferReader(head), options, self._parse, convert)
+        for name in doubles:
+            values = text.column(name).drop_null()
+            if len(values) and pc.all(pc.match_substring_regex(values, _INTEGER)).as_py():
+                index = self.schema.get_field_index(name)
+                self.schema = self.schema.set(
+                    index, self.schema.field(index).with_type(pa.string())
+                )
+                self.notes.append(
+                    f"column {name!r} holds integers beyond int64: read as string, not double"
+                )
 
     @property
     def typed_whole_file(self) -> bool:
@@ -158,6 +199,8 @@ class CsvTable:
                 f"another, e.g. --csv-type {flag}, or a null token with --csv-null)"
             ) from drift
         wider = _WIDER.get(field.type, pa.string())
+        if pa.types.is_integer(field.type) and re.fullmatch(_INTEGER, drift.value):
+            wider = pa.string()  # an integer beyond int64: a double would round it
         if field.type == wider:
             raise drift
         self.schema = self.schema.set(drift.column, field.with_type(wider))
@@ -326,7 +369,7 @@ def _block_errors(block: int, reader: VerifiedReader | None = None) -> Iterator[
             where = "after the first block" if line is None else f"on line {line}"
             found = f"holds {excerpt(value)} {where}"
             raise TypeDrift(
-                f"column #{column} {found}, which does not fit {dtype}", int(column), found
+                f"column #{column} {found}, which does not fit {dtype}", int(column), found, value
             ) from exc
         raise TableUnreadable(
             f"the table cannot be read: {message} (column types are inferred from the first "

@@ -11,13 +11,15 @@ import gzip
 import hashlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cards.errors import TableUnreadable
 from cas import Located
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS
 from cas.slicing._media import CSV, TSV
 from cas.slicing._slice import SliceRequest, read_slice
-from cas.slicing._text_tables import block_bytes
+from cas.slicing._text_tables import WHOLE_FILE_BYTES, block_bytes
 
 BLOCK = block_bytes(DEFAULT_SLICE_LIMITS.table_bounds)
 
@@ -78,3 +80,38 @@ def test_text_that_is_not_utf8_is_refused_saying_what_it_looks_like(ws, store, d
     located = record(ws, store, data)
     with pytest.raises(TableUnreadable, match=words):
         sliced(located)
+
+
+# -- integers beyond int64 --------------------------------------------------------------------
+
+INT64 = 2**63
+
+
+def test_integers_beyond_int64_in_the_first_block_are_kept_exact_as_text(ws, store):
+    ids = [12345678901234567890123, 2**64 - 1, INT64, -INT64 - 1, 7]
+    data = b"k,id\n" + b"".join(b"%d,%d\n" % (k, v) for k, v in enumerate(ids))
+    result = sliced(record(ws, store, data))
+    assert result.table.column("id").to_pylist() == [str(v) for v in ids]
+    assert result.notes and "'id'" in result.notes[0] and "string" in result.notes[0]
+
+
+@pytest.mark.parametrize("rows", [BLOCK // 4, (WHOLE_FILE_BYTES + BLOCK) // 4])
+def test_an_integer_beyond_int64_after_the_first_block_turns_its_column_to_text(ws, store, rows):
+    data = b"k,s\n" + b"1,a\n" * rows + b"99999999999999999999,b\n"
+    result = sliced(record(ws, store, data), where="s = 'b'")
+    assert result.table.to_pylist() == [{"k": "99999999999999999999", "s": "b"}]
+    assert "read as string, not int64" in result.notes[0]
+
+
+def test_a_column_of_floats_stays_a_float_column(ws, store):
+    data = b"k,x\n1,1.5\n2,12345678901234567890123\n3,NA\n"
+    result = sliced(record(ws, store, data))
+    assert result.table.column("x").to_pylist() == [1.5, 1.2345678901234568e22, None]
+    assert result.notes == ()
+
+
+@given(st.lists(st.integers(min_value=-(2**70), max_value=2**70), min_size=1, max_size=20))
+def test_an_integer_column_is_never_rounded(ws, store, values):
+    data = b"id\n" + b"".join(b"%d\n" % v for v in values)
+    column = sliced(record(ws, store, data)).table.column("id").to_pylist()
+    assert [int(v) for v in column] == values
