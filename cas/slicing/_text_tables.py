@@ -36,6 +36,7 @@ Runs in the bounded child of `_isolated`, like the footed readers of `_tables`.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Iterable, Iterator
 
@@ -63,6 +64,9 @@ _DRIFT = re.compile(
 _WIDER = {pa.int64(): pa.float64(), pa.float64(): pa.string()}
 _INTEGER = r"^[+-]?[0-9]+$"
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")  # int64 holds every integer of 18 digits
+# An integer token that may pass int64 (19 digits from 9, or 20 and more), or such text in a string
+_JSON_LONG_INTEGER = re.compile(rb"[:\[,]\s*-?(?:9[0-9]{18}|[0-9]{20,})\s*[,\]}]")
+_INT64 = range(-(2**63), 2**63)
 
 
 class TypeDrift(TableUnreadable):
@@ -316,6 +320,7 @@ class JsonLinesTable:
     def _parsed(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         for block in self._blocks():
             if not block.isspace():
+                _check_json_integers(block, schema.names)
                 yield from _parse_json(block, schema, self.block).to_batches()
 
     def _blocks(self) -> Iterator[bytes]:
@@ -339,6 +344,49 @@ def _parse_json(block: bytes, schema: pa.Schema | None, limit: int) -> pa.Table:
     read = pajson.ReadOptions(use_threads=False, block_size=len(block) + 1)
     with _block_errors(limit):
         return pajson.read_json(pa.BufferReader(block), read_options=read, parse_options=parse)
+
+
+def _check_json_integers(block: bytes, names: list[str]) -> None:
+    """Refuse an integer beyond int64 in the fields `names`: pyarrow would round it to a double.
+
+    Only a line whose text holds such a number is parsed again, by Python, which keeps it exact.
+
+    Raises:
+        TableUnreadable: a needed field holds an integer beyond int64.
+    """
+    if _JSON_LONG_INTEGER.search(block) is None:
+        return
+    for line in block.splitlines():
+        if _JSON_LONG_INTEGER.search(line) is None:
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            continue  # pyarrow says what is wrong with the line
+        if not isinstance(row, dict):
+            continue
+        for name in names:
+            found = _long_integer(row.get(name))
+            if found is not None:
+                raise TableUnreadable(
+                    f"field {excerpt(name)} holds the integer {excerpt(str(found))}, beyond "
+                    "int64, which a double would round; write such values as JSON strings, or "
+                    "slice the other fields"
+                )
+
+
+def _long_integer(value: object) -> int | None:
+    """The first integer beyond int64 anywhere in a parsed JSON value, walked without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, int) and not isinstance(item, bool) and item not in _INT64:
+            return item
+    return None
 
 
 def _guarded(

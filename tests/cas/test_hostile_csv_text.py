@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from cards.errors import TableUnreadable
 from cas import Located
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS
-from cas.slicing._media import CSV, TSV
+from cas.slicing._media import CSV, JSONL, TSV
 from cas.slicing._slice import SliceRequest, read_slice
 from cas.slicing._text_tables import WHOLE_FILE_BYTES, block_bytes
 
@@ -115,3 +115,42 @@ def test_an_integer_column_is_never_rounded(ws, store, values):
     data = b"id\n" + b"".join(b"%d\n" % v for v in values)
     column = sliced(record(ws, store, data)).table.column("id").to_pylist()
     assert [int(v) for v in column] == values
+
+
+# -- JSON Lines -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "line"),
+    [
+        (b'{"k": 0, "id": 1.5}', b'{"k": 1, "id": 12345678901234567890123}'),
+        (b'{"k": 0, "id": 1.5}', b'{"k": 1, "id": -9223372036854775809}'),
+        (b'{"k": 0, "id": [{"a": 1}]}', b'{"k": 1, "id": [{"a": 18446744073709551615}]}'),
+    ],
+    ids=["top", "negative", "nested"],
+)
+def test_a_json_integer_beyond_int64_is_refused_not_rounded(ws, store, first, line):
+    located = record(ws, store, first + b"\n" + line + b"\n", JSONL)
+    with pytest.raises(TableUnreadable, match="beyond int64"):
+        sliced(located, columns=("id",))
+    assert sliced(located, columns=("k",)).rows == 2  # the other fields still slice
+
+
+def test_long_digits_in_json_strings_and_floats_are_read_as_written(ws, store):
+    data = b'{"k": 0, "id": 0.1234567890123456789, "s": "x: 12345678901234567890123}"}\n'
+    result = sliced(record(ws, store, data, JSONL))
+    assert result.table.to_pylist() == [
+        {"k": 0, "id": 0.1234567890123456789, "s": "x: 12345678901234567890123}"}
+    ]
+
+
+@given(st.lists(st.integers(min_value=-(2**70), max_value=2**70), min_size=1, max_size=20))
+def test_a_json_integer_field_is_exact_or_refused(ws, store, values):
+    data = b"".join(b'{"id": %d}\n' % v for v in values)
+    try:
+        column = sliced(record(ws, store, data, JSONL)).table.column("id").to_pylist()
+    except TableUnreadable as exc:
+        assert "beyond int64" in str(exc) or "inferred from the first" in str(exc)
+        assert any(v not in range(-(2**63), 2**63) for v in values)
+    else:
+        assert column == values
