@@ -122,9 +122,10 @@ class CsvTable:
         self._inferred = self.schema
         self.whole_file = reader.size <= WHOLE_FILE_BYTES
         """Whether every column is typed over the whole file before it is read."""
-        # Text cannot drift; nor can anything when the first block is the whole file.
+        # Text cannot drift; nor can anything when the first block is the whole file (pyarrow
+        # types the first block only: a value in the second block of `head` may not fit).
         self._settled = {f.name for f in self.schema if pa.types.is_string(f.type)}
-        if len(head) >= reader.size:  # a declared type was not inferred: it is checked
+        if reader.size <= self.block:  # a declared type was not inferred: it is checked
             self._settled.update(n for n in self.schema.names if n not in self.declared)
 
     def _keep_long_integers(self, head: bytes, options: pacsv.ReadOptions) -> None:

@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 from cards.errors import TableUnreadable
 from cas import Located
+from cas.slicing._export import export_slice
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS
 from cas.slicing._media import CSV, JSONL, TSV
-from cas.slicing._slice import SliceRequest, read_slice
+from cas.slicing._slice import SliceRequest, describe, read_slice
 from cas.slicing._text_tables import WHOLE_FILE_BYTES, block_bytes
 
 BLOCK = block_bytes(DEFAULT_SLICE_LIMITS.table_bounds)
@@ -154,3 +155,18 @@ def test_a_json_integer_field_is_exact_or_refused(ws, store, values):
         assert any(v not in range(-(2**63), 2**63) for v in values)
     else:
         assert column == values
+
+
+# -- a file of one to two blocks --------------------------------------------------------------
+
+
+def test_a_csv_drifting_in_its_second_block_is_typed_before_an_export(ws, store, tmp_path):
+    rows = BLOCK // 4 + 1000  # past the first block pyarrow types, within the two it is given
+    data = b"k,x\n" + b"1,5\n" * rows + b"2,1.5\n"
+    assert BLOCK < len(data) <= 2 * BLOCK
+    located = record(ws, store, data)
+    assert describe(located.source).fields[1].type == "double"
+    out = tmp_path / "x.csv"
+    result = export_slice(located.source, SliceRequest(where="k = 2"), str(out), "csv")
+    assert out.read_text().splitlines() == ['"k","x"', "2,1.5"]
+    assert "read as double, not int64" in result.notes[0]
