@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cards.errors import TableUnreadable
+from cards.errors import TableUnreadable, UnknownColumn
 from cas import Located
 from cas.slicing._export import export_slice
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS
@@ -170,3 +170,13 @@ def test_a_csv_drifting_in_its_second_block_is_typed_before_an_export(ws, store,
     result = export_slice(located.source, SliceRequest(where="k = 2"), str(out), "csv")
     assert out.read_text().splitlines() == ['"k","x"', "2,1.5"]
     assert "read as double, not int64" in result.notes[0]
+
+
+# -- column names -----------------------------------------------------------------------------
+
+
+def test_a_repeated_header_name_is_named_as_repeated_and_the_others_slice(ws, store):
+    located = record(ws, store, b"k,k,s\n1,2,a\n")
+    with pytest.raises(UnknownColumn, match="2 columns named 'k'"):
+        sliced(located)
+    assert sliced(located, columns=("s",), where="s = 'a'").table.to_pylist() == [{"s": "a"}]
