@@ -58,8 +58,9 @@ READ_AHEAD_BLOCKS = 33  # pyarrow's CSV read-ahead queue (32), and the block bei
 _STRADDLES = "straddl"  # pyarrow's word for a row or value that does not fit in one block
 WHOLE_FILE_BYTES = 8 << 20
 """A CSV this small is typed over the whole file before a slice (a pass of about 0.1 s)."""
-_DRIFT = re.compile(
-    r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to ([^:]+): invalid value '(.*)'"
+_DRIFT = re.compile(  # a timestamp's zone is a value that does not fit, too
+    r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to ([^:]+): "
+    r"(?:invalid value|expected (?:a|no) zone offset in) '(.*)'"
 )
 _WIDER = {pa.int64(): pa.float64(), pa.float64(): pa.string()}
 _INTEGER = r"^[+-]?[0-9]+$"

@@ -180,3 +180,24 @@ def test_a_repeated_header_name_is_named_as_repeated_and_the_others_slice(ws, st
     with pytest.raises(UnknownColumn, match="2 columns named 'k'"):
         sliced(located)
     assert sliced(located, columns=("s",), where="s = 'a'").table.to_pylist() == [{"s": "a"}]
+
+
+# -- timestamps -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "later"),
+    [
+        (b"2026-01-01 00:00:00", b"2026-01-02T00:00:00+02:00"),
+        (b"2026-01-01T00:00:00Z", b"2026-01-02 00:00:00"),
+    ],
+    ids=["naive-then-offset", "offset-then-naive"],
+)
+@pytest.mark.parametrize("rows", [BLOCK // 20 * 2, (WHOLE_FILE_BYTES + BLOCK) // 20])
+def test_a_timestamp_column_that_changes_its_zone_form_is_widened_to_text(
+    ws, store, first, later, rows
+):
+    data = b"k,t\n" + (b"1," + first + b"\n") * rows + b"2," + later + b"\n"
+    result = sliced(record(ws, store, data), where="k = 2")
+    assert result.table.to_pylist() == [{"k": 2, "t": later.decode()}]
+    assert "read as string" in result.notes[0]
