@@ -28,7 +28,9 @@ memory bound, and a slice of ten rows reads at most 33 blocks whatever the file'
 first block is typed from an in-memory copy, so no read-ahead runs before the scan. pyarrow has
 no streaming JSON reader, so JSON Lines is cut here into blocks that end at a newline, each
 parsed on its own with the first block's schema (only the needed fields are converted). A line,
-a CSV row or a quoted value longer than a block is `TableTooLarge`.
+a CSV row or a quoted value longer than a block is `TableTooLarge`. A quote never closed in a
+CSV of at most `WHOLE_FILE_BYTES` is `TableUnreadable` (pyarrow reads the rest of the file as
+one value); in a larger one it is caught only when the rest is longer than a block.
 
 Runs in the bounded child of `_isolated`, like the footed readers of `_tables`.
 """
@@ -103,6 +105,8 @@ class CsvTable:
         # of it only when it is the final block, so a row cut at its end must not look final.
         head = bytes(reader.peek(0, 2 * self.block))
         header = _check_header(head[: self.block], reader.size, self.block)
+        if reader.size <= WHOLE_FILE_BYTES:
+            _check_quotes(reader, self.block, delimiter.encode())
         if header.count(delimiter.encode()) >= bounds.max_columns:
             check_width(bounds.max_columns + 1, bounds)  # before pyarrow builds every column
         options = pacsv.ReadOptions(use_threads=False, block_size=self.block)
@@ -279,6 +283,51 @@ def _looks_like(head: bytes) -> str:
     if found is None and b"\0" in head[:2]:  # ASCII as UTF-16, without a BOM
         found = _MAGIC[b"\xff\xfe"]
     return f" (it seems to be {found})" if found else " (save it as UTF-8 text)"
+
+
+def _check_quotes(reader: VerifiedReader, block: int, delimiter: bytes) -> None:
+    """Refuse a quoted value that is never closed, which pyarrow reads as the rest of the file.
+
+    A file with an even number of quote characters is passed at once; an odd one (a quote left
+    open, or one inside an unquoted value, which is text) is read as pyarrow parses quotes.
+
+    Raises:
+        TableUnreadable: a quote that opens a value is never closed.
+    """
+    quotes = sum(bytes(reader.peek(at, block)).count(b'"') for at in range(0, reader.size, block))
+    if quotes % 2 == 0:
+        return
+    data = bytes(reader.peek(0, reader.size))
+    opened = _open_quote(data, delimiter)
+    if opened is not None:
+        line = data.count(b"\n", 0, opened) + 1
+        raise TableUnreadable(
+            f"a quote that opens a value on line {line} is never closed, so the rest of the "
+            'file would be one value: close it, or double a quote inside a quoted value ("")'
+        )
+
+
+def _open_quote(data: bytes, delimiter: bytes) -> int | None:
+    """Where the value still open at the end of `data` was opened, if one is.
+
+    A quote opens a value only at its start (after a delimiter or a line end); inside one, a
+    doubled quote is a quote and a single one closes it; elsewhere a quote is text.
+    """
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    bounds = (delimiter, b"\n", b"\r")
+    opened: int | None = None
+    at = data.find(b'"', start)
+    while at >= 0:
+        if opened is None:
+            if at == start or data[at - 1 : at] in bounds:
+                opened = at
+            at = data.find(b'"', at + 1)
+        elif data[at + 1 : at + 2] == b'"':
+            at = data.find(b'"', at + 2)
+        else:
+            opened = None
+            at = data.find(b'"', at + 1)
+    return opened
 
 
 def _typed(field: pa.Field, declared: dict[str, str]) -> pa.Field:

@@ -7,9 +7,12 @@ do, never garbage columns nor silently rounded values.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import hashlib
+import io
 
+import pyarrow.csv as pacsv
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -201,3 +204,42 @@ def test_a_timestamp_column_that_changes_its_zone_form_is_widened_to_text(
     result = sliced(record(ws, store, data), where="k = 2")
     assert result.table.to_pylist() == [{"k": 2, "t": later.decode()}]
     assert "read as string" in result.notes[0]
+
+
+# -- quotes -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'k,s\n1,"oops\n2,b\n3,c\n',
+        b'k,s\n1,a\n2,"b""c\n',
+        b'k,s\n1,"a"\n2,"',
+    ],
+    ids=["swallows-rows", "escaped-then-open", "open-at-eof"],
+)
+def test_a_quote_never_closed_in_a_small_file_is_unreadable_not_swallowed(ws, store, data):
+    with pytest.raises(TableUnreadable, match="never closed"):
+        sliced(record(ws, store, data))
+
+
+def test_quotes_inside_unquoted_values_are_text(ws, store):
+    data = b'k,s\n1,5" screen\n2,"a ""b"", c"\n3,x"y"z\n'
+    result = sliced(record(ws, store, data))
+    assert result.table.column("s").to_pylist() == ['5" screen', 'a "b", c', 'x"y"z']
+
+
+@given(
+    st.lists(st.text(alphabet=st.sampled_from('ab ,"\n\r'), max_size=6), min_size=1, max_size=30)
+)
+def test_a_valid_csv_with_an_odd_number_of_quotes_reads_as_pyarrow_reads_it(ws, store, values):
+    sink = io.StringIO()
+    writer = csv.writer(sink)  # quotes a value holding a delimiter, a quote, \r or \n
+    writer.writerow(["k", "note"])
+    writer.writerows([i, value] for i, value in enumerate(values))
+    data = sink.getvalue().encode() + b'%d,x"y\n' % len(values)  # a quote that is text
+    assert data.count(b'"') % 2 == 1
+    options = pacsv.ParseOptions(newlines_in_values=True)
+    convert = pacsv.ConvertOptions(column_types={"note": "string"}, strings_can_be_null=True)
+    expected = pacsv.read_csv(io.BytesIO(data), parse_options=options, convert_options=convert)
+    assert sliced(record(ws, store, data)).table.to_pylist() == expected.to_pylist()
