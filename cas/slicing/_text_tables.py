@@ -154,10 +154,11 @@ class CsvTable:
             strings_can_be_null=True,
             null_values=self._nulls,
         )
-        with _block_errors(self.block):
-            text = pacsv.read_csv(pa.BufferReader(head), options, self._parse, convert)
+        with _block_errors(self.block):  # the first block alone, as pyarrow typed it
+            text = pacsv.open_csv(pa.BufferReader(head), options, self._parse, convert)
+            first = text.read_next_batch()
         for name in doubles:
-            values = text.column(name).drop_null()
+            values = first.column(name).drop_null()
             if len(values) and pc.all(pc.match_substring_regex(values, _INTEGER)).as_py():
                 index = self.schema.get_field_index(name)
                 self.schema = self.schema.set(

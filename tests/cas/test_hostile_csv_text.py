@@ -99,6 +99,13 @@ def test_integers_beyond_int64_in_the_first_block_are_kept_exact_as_text(ws, sto
     assert result.notes and "'id'" in result.notes[0] and "string" in result.notes[0]
 
 
+def test_a_large_csv_with_long_integers_in_its_first_blocks_still_reads(ws, store):
+    row = b"1,1.5,12345678901234567890123,abc\n"
+    data = b"k,x,id,s\n" + row * (3 * BLOCK // len(row))  # the two-block head cuts a row
+    result = sliced(record(ws, store, data), limit=2)
+    assert result.table.column("id").to_pylist() == ["12345678901234567890123"] * 2
+
+
 @pytest.mark.parametrize("rows", [BLOCK // 4, (WHOLE_FILE_BYTES + BLOCK) // 4])
 def test_an_integer_beyond_int64_after_the_first_block_turns_its_column_to_text(ws, store, rows):
     data = b"k,s\n" + b"1,a\n" * rows + b"99999999999999999999,b\n"
