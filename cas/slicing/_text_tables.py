@@ -159,7 +159,14 @@ class CsvTable:
             first = text.read_next_batch()
         for name in doubles:
             values = first.column(name).drop_null()
-            if len(values) and pc.all(pc.match_substring_regex(values, _INTEGER)).as_py():
+            if (
+                len(values)
+                and pc.all(pc.match_substring_regex(values, _INTEGER)).as_py()
+                and any(
+                    int(v) not in _INT64
+                    for v in values.filter(pc.greater_equal(pc.utf8_length(values), 19)).to_pylist()
+                )
+            ):  # pyarrow reads a column of "+5" as double too: that one stays double
                 index = self.schema.get_field_index(name)
                 self.schema = self.schema.set(
                     index, self.schema.field(index).with_type(pa.string())
@@ -210,7 +217,7 @@ class CsvTable:
                 f"another, e.g. --csv-type {flag}, or a null token with --csv-null)"
             ) from drift
         wider = _WIDER.get(field.type, pa.string())
-        if pa.types.is_integer(field.type) and re.fullmatch(_INTEGER, drift.value):
+        if pa.types.is_integer(field.type) and re.fullmatch(r"[+-]?0*[0-9]{19,}", drift.value):
             wider = pa.string()  # an integer beyond int64: a double would round it
         if field.type == wider:
             raise drift

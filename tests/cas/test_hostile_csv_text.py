@@ -99,6 +99,16 @@ def test_integers_beyond_int64_in_the_first_block_are_kept_exact_as_text(ws, sto
     assert result.notes and "'id'" in result.notes[0] and "string" in result.notes[0]
 
 
+def test_signed_integers_pyarrow_reads_as_double_stay_double(ws, store):
+    data = b"t,x\n1733000000000000000,+5\n1733000000000000001,-3\n"  # pyarrow: +5 is a double
+    result = sliced(record(ws, store, data))
+    assert result.table.to_pylist() == [
+        {"t": 1733000000000000000, "x": 5.0},
+        {"t": 1733000000000000001, "x": -3.0},
+    ]
+    assert result.notes == ()
+
+
 def test_a_large_csv_with_long_integers_in_its_first_blocks_still_reads(ws, store):
     row = b"1,1.5,12345678901234567890123,abc\n"
     data = b"k,x,id,s\n" + row * (3 * BLOCK // len(row))  # the two-block head cuts a row
