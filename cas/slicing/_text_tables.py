@@ -30,7 +30,8 @@ no streaming JSON reader, so JSON Lines is cut here into blocks that end at a ne
 parsed on its own with the first block's schema (only the needed fields are converted). A line,
 a CSV row or a quoted value longer than a block is `TableTooLarge`. A quote never closed in a
 CSV of at most `WHOLE_FILE_BYTES` is `TableUnreadable` (pyarrow reads the rest of the file as
-one value); in a larger one it is caught only when the rest is longer than a block.
+one value) when the file's quotes do not pair up, the usual case of one quote left open; in a
+larger one it is caught only when the rest is longer than a block.
 
 Runs in the bounded child of `_isolated`, like the footed readers of `_tables`.
 """
@@ -163,7 +164,7 @@ class CsvTable:
                 len(values)
                 and pc.all(pc.match_substring_regex(values, _INTEGER)).as_py()
                 and any(
-                    int(v) not in _INT64
+                    _beyond_int64(v)
                     for v in values.filter(pc.greater_equal(pc.utf8_length(values), 19)).to_pylist()
                 )
             ):  # pyarrow reads a column of "+5" as double too: that one stays double
@@ -419,7 +420,7 @@ def _check_json_integers(block: bytes, names: list[str]) -> None:
         if _JSON_LONG_INTEGER.search(line) is None:
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, parse_int=_json_integer)
         except (ValueError, RecursionError):
             continue  # pyarrow says what is wrong with the line
         if not isinstance(row, dict):
@@ -428,13 +429,32 @@ def _check_json_integers(block: bytes, names: list[str]) -> None:
             found = _long_integer(row.get(name))
             if found is not None:
                 raise TableUnreadable(
-                    f"field {excerpt(name)} holds the integer {excerpt(str(found))}, beyond "
+                    f"field {excerpt(name)} holds the integer {excerpt(found)}, beyond "
                     "int64, which a double would round; write such values as JSON strings, or "
                     "slice the other fields"
                 )
 
 
-def _long_integer(value: object) -> int | None:
+class _LongInteger(str):
+    """A JSON integer beyond int64, kept as its text (`_json_integer`)."""
+
+
+def _json_integer(text: str) -> int | _LongInteger:
+    """A JSON integer as `json.loads` reads it here: one beyond int64 stays text.
+
+    Never `int()` of a long one: Python refuses to convert more than 4,300 digits (a ValueError
+    that would hide the line from this check, and pyarrow reads such a number as infinity).
+    """
+    return _LongInteger(text) if _beyond_int64(text) else int(text)
+
+
+def _beyond_int64(text: str) -> bool:
+    """Whether the integer literal `text` (an optional sign, then digits) lies outside int64."""
+    digits = len(text.lstrip("+-").lstrip("0"))
+    return digits > 19 or (digits == 19 and int(text) not in _INT64)
+
+
+def _long_integer(value: object) -> str | None:
     """The first integer beyond int64 anywhere in a parsed JSON value, walked without recursion."""
     stack = [value]
     while stack:
@@ -443,7 +463,7 @@ def _long_integer(value: object) -> int | None:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-        elif isinstance(item, int) and not isinstance(item, bool) and item not in _INT64:
+        elif isinstance(item, _LongInteger):
             return item
     return None
 

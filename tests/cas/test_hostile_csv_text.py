@@ -131,6 +131,14 @@ def test_a_column_of_floats_stays_a_float_column(ws, store):
     assert result.notes == ()
 
 
+@pytest.mark.parametrize("digits", [4301, 6000])
+def test_an_integer_longer_than_python_converts_is_kept_as_text(ws, store, digits):
+    # int() refuses more than 4,300 digits: the check must not, nor say so to the user
+    data = b"k,id\n1,5\n2," + b"7" * digits + b"\n"
+    result = sliced(record(ws, store, data))
+    assert result.table.column("id").to_pylist() == ["5", "7" * digits]
+
+
 @given(st.lists(st.integers(min_value=-(2**70), max_value=2**70), min_size=1, max_size=20))
 def test_an_integer_column_is_never_rounded(ws, store, values):
     data = b"id\n" + b"".join(b"%d\n" % v for v in values)
@@ -155,6 +163,13 @@ def test_a_json_integer_beyond_int64_is_refused_not_rounded(ws, store, first, li
     with pytest.raises(TableUnreadable, match="beyond int64"):
         sliced(located, columns=("id",))
     assert sliced(located, columns=("k",)).rows == 2  # the other fields still slice
+
+
+@pytest.mark.parametrize("digits", [4301, 6000])
+def test_a_json_integer_longer_than_python_converts_is_refused_not_infinity(ws, store, digits):
+    data = b'{"k": 0, "id": 5}\n{"k": 1, "id": ' + b"7" * digits + b"}\n"
+    with pytest.raises(TableUnreadable, match="beyond int64"):
+        sliced(record(ws, store, data, JSONL), columns=("id",))
 
 
 def test_long_digits_in_json_strings_and_floats_are_read_as_written(ws, store):
