@@ -44,7 +44,15 @@ class UnknownColumn(InvalidInput):
         if more > 0:
             shown += f", and {more} more"
         where = "" if position is None else f" (at position {position})"
-        super().__init__(f"no single column named {excerpt(column)}{where}; available: {shown}")
+        repeats = list(available).count(column)
+        if repeats > 1:  # a header that repeats a name: the other columns can still be sliced
+            message = (
+                f"the table has {repeats} columns named {excerpt(column)}{where}, which a slice "
+                f"cannot tell apart; name only other columns; available: {shown}"
+            )
+        else:
+            message = f"no single column named {excerpt(column)}{where}; available: {shown}"
+        super().__init__(message)
         self.column = column
         self.available = tuple(available)
         self.position = position

@@ -2,7 +2,9 @@
 
 Text has no footer, so the schema is inferred from a bounded first block. A CSV column's type
 must then hold for the whole file: a column whose later values do not fit is widened (int64 to
-float64 to text, any other type to text), never read with two types in one slice. A CSV of at
+float64 to text, any other type to text; int64 to text for an integer beyond int64, which a
+double would round), never read with two types in one slice. A column of integers that pyarrow
+infers as double because some overflow int64 is read as text for the same reason. A CSV of at
 most `WHOLE_FILE_BYTES` is typed over the whole file before any row is read (`CsvTable.settle`,
 a streaming pass over the needed columns that restarts with the widened type), so every slice
 and `show` agree. A larger one is sliced with the first block's types, and a value that does
@@ -13,7 +15,7 @@ its columns first); the result notes each widening. Blank cells and pyarrow's nu
 throughout the first block is read as text, not as pyarrow's `null` type. A JSON Lines value
 that does not fit the first block's type, or a CSV row with more fields, is `TableUnreadable`
 and says that the types came from the first block. Invalid UTF-8 is refused, not inferred as
-binary.
+binary, and so is a header with NUL bytes (ASCII written as UTF-16 decodes as UTF-8 with NULs).
 
 A card's declared read options (`cards.table_read`) type their columns as declared, never
 inferred nor widened (a value that does not fit is `TableUnreadable` naming the column, the line
@@ -26,7 +28,10 @@ memory bound, and a slice of ten rows reads at most 33 blocks whatever the file'
 first block is typed from an in-memory copy, so no read-ahead runs before the scan. pyarrow has
 no streaming JSON reader, so JSON Lines is cut here into blocks that end at a newline, each
 parsed on its own with the first block's schema (only the needed fields are converted). A line,
-a CSV row or a quoted value longer than a block is `TableTooLarge`.
+a CSV row or a quoted value longer than a block is `TableTooLarge`. A quote never closed in a
+CSV of at most `WHOLE_FILE_BYTES` is `TableUnreadable` (pyarrow reads the rest of the file as
+one value) when the file's quotes do not pair up, the usual case of one quote left open; in a
+larger one it is caught only when the rest is longer than a block.
 
 Runs in the bounded child of `_isolated`, like the footed readers of `_tables`.
 """
@@ -34,10 +39,12 @@ Runs in the bounded child of `_isolated`, like the footed readers of `_tables`.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
@@ -54,19 +61,26 @@ READ_AHEAD_BLOCKS = 33  # pyarrow's CSV read-ahead queue (32), and the block bei
 _STRADDLES = "straddl"  # pyarrow's word for a row or value that does not fit in one block
 WHOLE_FILE_BYTES = 8 << 20
 """A CSV this small is typed over the whole file before a slice (a pass of about 0.1 s)."""
-_DRIFT = re.compile(
-    r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to ([^:]+): invalid value '(.*)'"
+_DRIFT = re.compile(  # a timestamp's zone is a value that does not fit, too
+    r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to ([^:]+): "
+    r"(?:invalid value|expected (?:a|no) zone offset in) '(.*)'"
 )
 _WIDER = {pa.int64(): pa.float64(), pa.float64(): pa.string()}
+_INTEGER = r"^[+-]?[0-9]+$"
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")  # int64 holds every integer of 18 digits
+# An integer token that may pass int64 (19 digits from 9, or 20 and more), or such text in a string
+_JSON_LONG_INTEGER = re.compile(rb"[:\[,]\s*-?(?:9[0-9]{18}|[0-9]{20,})\s*[,\]}]")
+_INT64 = range(-(2**63), 2**63)
 
 
 class TypeDrift(TableUnreadable):
     """A CSV value that does not fit its column's type: the column is widened and read again."""
 
-    def __init__(self, message: str, column: int, found: str) -> None:
+    def __init__(self, message: str, column: int, found: str, value: str = "") -> None:
         super().__init__(message)
         self.column = column
         self.found = found
+        self.value = value
 
 
 def block_bytes(bounds: TableBounds) -> int:
@@ -91,8 +105,10 @@ class CsvTable:
         # Two blocks in memory: pyarrow types the first, and takes its last row for the whole
         # of it only when it is the final block, so a row cut at its end must not look final.
         head = bytes(reader.peek(0, 2 * self.block))
-        _check_header(head[: self.block], reader.size, self.block)
-        if head[: self.block].split(b"\n", 1)[0].count(delimiter.encode()) >= bounds.max_columns:
+        header = _check_header(head[: self.block], reader.size, self.block)
+        if reader.size <= WHOLE_FILE_BYTES:
+            _check_quotes(reader, self.block, delimiter.encode())
+        if header.count(delimiter.encode()) >= bounds.max_columns:
             check_width(bounds.max_columns + 1, bounds)  # before pyarrow builds every column
         options = pacsv.ReadOptions(use_threads=False, block_size=self.block)
         self._nulls = [*pacsv.ConvertOptions().null_values, *(() if read is None else read.nulls)]
@@ -106,15 +122,59 @@ class CsvTable:
         """The declared type of each column the card (or the read) declares one for."""
         _check_declared(self.declared, inferred.names)
         self.schema = pa.schema([_typed(f, self.declared) for f in inferred])
+        self.notes: list[str] = []
+        """One line per column read wider than inferred: what it was inferred as, and why."""
+        self._keep_long_integers(head, options)
         self._inferred = self.schema
         self.whole_file = reader.size <= WHOLE_FILE_BYTES
         """Whether every column is typed over the whole file before it is read."""
-        self.notes: list[str] = []
-        """One line per widened column: what it was inferred as, and why it was widened."""
-        # Text cannot drift; nor can anything when the first block is the whole file.
+        # Text cannot drift; nor can anything when the first block is the whole file (pyarrow
+        # types the first block only: a value in the second block of `head` may not fit).
         self._settled = {f.name for f in self.schema if pa.types.is_string(f.type)}
-        if len(head) >= reader.size:  # a declared type was not inferred: it is checked
+        if reader.size <= self.block:  # a declared type was not inferred: it is checked
             self._settled.update(n for n in self.schema.names if n not in self.declared)
+
+    def _keep_long_integers(self, head: bytes, options: pacsv.ReadOptions) -> None:
+        """Read as text a column of integers that pyarrow inferred as double: int64 overflows.
+
+        A double would round them (an identifier of 20 digits), where pandas keeps them exact.
+        """
+        names = self.schema.names
+        doubles = [
+            f.name
+            for f in self.schema
+            if pa.types.is_floating(f.type)
+            and f.name not in self.declared
+            and names.count(f.name) == 1  # a repeated name cannot be sliced, nor read alone
+        ]
+        if not doubles or _LONG_DIGITS.search(head) is None:
+            return
+        convert = pacsv.ConvertOptions(
+            column_types=dict.fromkeys(doubles, pa.string()),
+            include_columns=doubles,
+            strings_can_be_null=True,
+            null_values=self._nulls,
+        )
+        with _block_errors(self.block):  # the first block alone, as pyarrow typed it
+            text = pacsv.open_csv(pa.BufferReader(head), options, self._parse, convert)
+            first = text.read_next_batch()
+        for name in doubles:
+            values = first.column(name).drop_null()
+            if (
+                len(values)
+                and pc.all(pc.match_substring_regex(values, _INTEGER)).as_py()
+                and any(
+                    _beyond_int64(v)
+                    for v in values.filter(pc.greater_equal(pc.utf8_length(values), 19)).to_pylist()
+                )
+            ):  # pyarrow reads a column of "+5" as double too: that one stays double
+                index = self.schema.get_field_index(name)
+                self.schema = self.schema.set(
+                    index, self.schema.field(index).with_type(pa.string())
+                )
+                self.notes.append(
+                    f"column {name!r} holds integers beyond int64: read as string, not double"
+                )
 
     @property
     def typed_whole_file(self) -> bool:
@@ -158,6 +218,8 @@ class CsvTable:
                 f"another, e.g. --csv-type {flag}, or a null token with --csv-null)"
             ) from drift
         wider = _WIDER.get(field.type, pa.string())
+        if pa.types.is_integer(field.type) and re.fullmatch(r"[+-]?0*[0-9]{19,}", drift.value):
+            wider = pa.string()  # an integer beyond int64: a double would round it
         if field.type == wider:
             raise drift
         self.schema = self.schema.set(drift.column, field.with_type(wider))
@@ -194,20 +256,87 @@ class CsvTable:
         return _guarded(stream, self.block, self.reader)
 
 
-def _check_header(head: bytes, size: int, block: int) -> None:
-    """Refuse a header that is not UTF-8 (pyarrow would silently replace the bad bytes).
+def _check_header(head: bytes, size: int, block: int) -> bytes:
+    """The header's first line; refuse one that is not UTF-8 (pyarrow would replace bad bytes).
+
+    A line ends at a LF, a CR or both, as pyarrow reads it (a file may end lines with CR only).
 
     Raises:
         TableUnreadable: the header is not UTF-8.
         TableTooLarge: the header row is longer than a block.
     """
-    end = head.find(b"\n")
+    end = min((i for i in (head.find(b"\n"), head.find(b"\r")) if i >= 0), default=-1)
     if end < 0 and len(head) < size:
         raise _too_long(block)
+    header = head if end < 0 else head[:end]
     try:
-        (head if end < 0 else head[:end]).decode("utf-8")
+        header.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TableUnreadable("the header row is not UTF-8 text") from exc
+        raise TableUnreadable(f"the header row is not UTF-8 text{_looks_like(head)}") from exc
+    if b"\0" in header:  # valid UTF-8, but UTF-16 text or binary read as it would be garbage
+        raise TableUnreadable(f"the header row holds NUL bytes{_looks_like(head)}")
+    return header
+
+
+_MAGIC = {
+    b"\x1f\x8b": "gzip-compressed: record it uncompressed",
+    b"PK\x03\x04": "a ZIP archive (a spreadsheet?): save it as CSV",
+    b"\xff\xfe": "UTF-16 text: save it as UTF-8",
+    b"\xfe\xff": "UTF-16 text: save it as UTF-8",
+}
+
+
+def _looks_like(head: bytes) -> str:
+    """What a file that is not UTF-8 text seems to be, and what to do, for an error message."""
+    found = next((what for magic, what in _MAGIC.items() if head.startswith(magic)), None)
+    if found is None and b"\0" in head[:2]:  # ASCII as UTF-16, without a BOM
+        found = _MAGIC[b"\xff\xfe"]
+    return f" (it seems to be {found})" if found else " (save it as UTF-8 text)"
+
+
+def _check_quotes(reader: VerifiedReader, block: int, delimiter: bytes) -> None:
+    """Refuse a quoted value that is never closed, which pyarrow reads as the rest of the file.
+
+    A file with an even number of quote characters is passed at once; an odd one (a quote left
+    open, or one inside an unquoted value, which is text) is read as pyarrow parses quotes.
+
+    Raises:
+        TableUnreadable: a quote that opens a value is never closed.
+    """
+    quotes = sum(bytes(reader.peek(at, block)).count(b'"') for at in range(0, reader.size, block))
+    if quotes % 2 == 0:
+        return
+    data = bytes(reader.peek(0, reader.size))
+    opened = _open_quote(data, delimiter)
+    if opened is not None:
+        line = data.count(b"\n", 0, opened) + 1
+        raise TableUnreadable(
+            f"a quote that opens a value on line {line} is never closed, so the rest of the "
+            'file would be one value: close it, or double a quote inside a quoted value ("")'
+        )
+
+
+def _open_quote(data: bytes, delimiter: bytes) -> int | None:
+    """Where the value still open at the end of `data` was opened, if one is.
+
+    A quote opens a value only at its start (after a delimiter or a line end); inside one, a
+    doubled quote is a quote and a single one closes it; elsewhere a quote is text.
+    """
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    bounds = (delimiter, b"\n", b"\r")
+    opened: int | None = None
+    at = data.find(b'"', start)
+    while at >= 0:
+        if opened is None:
+            if at == start or data[at - 1 : at] in bounds:
+                opened = at
+            at = data.find(b'"', at + 1)
+        elif data[at + 1 : at + 2] == b'"':
+            at = data.find(b'"', at + 2)
+        else:
+            opened = None
+            at = data.find(b'"', at + 1)
+    return opened
 
 
 def _typed(field: pa.Field, declared: dict[str, str]) -> pa.Field:
@@ -251,6 +380,7 @@ class JsonLinesTable:
     def _parsed(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         for block in self._blocks():
             if not block.isspace():
+                _check_json_integers(block, schema.names)
                 yield from _parse_json(block, schema, self.block).to_batches()
 
     def _blocks(self) -> Iterator[bytes]:
@@ -274,6 +404,68 @@ def _parse_json(block: bytes, schema: pa.Schema | None, limit: int) -> pa.Table:
     read = pajson.ReadOptions(use_threads=False, block_size=len(block) + 1)
     with _block_errors(limit):
         return pajson.read_json(pa.BufferReader(block), read_options=read, parse_options=parse)
+
+
+def _check_json_integers(block: bytes, names: list[str]) -> None:
+    """Refuse an integer beyond int64 in the fields `names`: pyarrow would round it to a double.
+
+    Only a line whose text holds such a number is parsed again, by Python, which keeps it exact.
+
+    Raises:
+        TableUnreadable: a needed field holds an integer beyond int64.
+    """
+    if _JSON_LONG_INTEGER.search(block) is None:
+        return
+    for line in block.splitlines():
+        if _JSON_LONG_INTEGER.search(line) is None:
+            continue
+        try:
+            row = json.loads(line, parse_int=_json_integer)
+        except (ValueError, RecursionError):
+            continue  # pyarrow says what is wrong with the line
+        if not isinstance(row, dict):
+            continue
+        for name in names:
+            found = _long_integer(row.get(name))
+            if found is not None:
+                raise TableUnreadable(
+                    f"field {excerpt(name)} holds the integer {excerpt(found)}, beyond "
+                    "int64, which a double would round; write such values as JSON strings, or "
+                    "slice the other fields"
+                )
+
+
+class _LongInteger(str):
+    """A JSON integer beyond int64, kept as its text (`_json_integer`)."""
+
+
+def _json_integer(text: str) -> int | _LongInteger:
+    """A JSON integer as `json.loads` reads it here: one beyond int64 stays text.
+
+    Never `int()` of a long one: Python refuses to convert more than 4,300 digits (a ValueError
+    that would hide the line from this check, and pyarrow reads such a number as infinity).
+    """
+    return _LongInteger(text) if _beyond_int64(text) else int(text)
+
+
+def _beyond_int64(text: str) -> bool:
+    """Whether the integer literal `text` (an optional sign, then digits) lies outside int64."""
+    digits = len(text.lstrip("+-").lstrip("0"))
+    return digits > 19 or (digits == 19 and int(text) not in _INT64)
+
+
+def _long_integer(value: object) -> str | None:
+    """The first integer beyond int64 anywhere in a parsed JSON value, walked without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, _LongInteger):
+            return item
+    return None
 
 
 def _guarded(
@@ -304,7 +496,7 @@ def _block_errors(block: int, reader: VerifiedReader | None = None) -> Iterator[
             where = "after the first block" if line is None else f"on line {line}"
             found = f"holds {excerpt(value)} {where}"
             raise TypeDrift(
-                f"column #{column} {found}, which does not fit {dtype}", int(column), found
+                f"column #{column} {found}, which does not fit {dtype}", int(column), found, value
             ) from exc
         raise TableUnreadable(
             f"the table cannot be read: {message} (column types are inferred from the first "
