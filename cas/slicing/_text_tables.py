@@ -12,9 +12,11 @@ not fit restarts the slice with that column widened before any row leaves the ch
 rows cross only when it is done; an export, whose rows go to a file as they are read, settles
 its columns first); the result notes each widening. Blank cells and pyarrow's null tokens
 (`NA`, `null`, `NaN`, ...) are null in every column, as pandas reads them. A CSV column empty
-throughout the first block is read as text, not as pyarrow's `null` type. A JSON Lines value
-that does not fit the first block's type, or a CSV row with more fields, is `TableUnreadable`
-and says that the types came from the first block. Invalid UTF-8 is refused, not inferred as
+throughout the first block is read as text, not as pyarrow's `null` type, so a header with no
+row (even with no line end) is an empty table of text columns, as pandas reads it; a file with
+no header (empty, or only line ends) is `TableUnreadable`. A JSON Lines value that does not
+fit the first block's type, or a CSV row with more fields, is `TableUnreadable` and says that
+the types came from the first block. Invalid UTF-8 is refused, not inferred as
 binary, and so is a header with NUL bytes (ASCII written as UTF-16 decodes as UTF-8 with NULs).
 
 A card's declared read options (`cards.table_read`) type their columns as declared, never
@@ -105,7 +107,11 @@ class CsvTable:
         # Two blocks in memory: pyarrow types the first, and takes its last row for the whole
         # of it only when it is the final block, so a row cut at its end must not look final.
         head = bytes(reader.peek(0, 2 * self.block))
-        header = _check_header(head[: self.block], reader.size, self.block)
+        header, rowless = _check_header(head[: self.block], reader.size, self.block)
+        if rowless:  # pyarrow reads a lone header only once its line ends, as pandas reads it
+            head += b"\n"
+        self._rowless = head if rowless else None
+        """The whole file, a header with no row, its line ended: read in place of the file."""
         if reader.size <= WHOLE_FILE_BYTES:
             _check_quotes(reader, self.block, delimiter.encode())
         if header.count(delimiter.encode()) >= bounds.max_columns:
@@ -250,34 +256,47 @@ class CsvTable:
         )
         self.reader.seek(0)
         read = pacsv.ReadOptions(use_threads=False, block_size=self.block)
-        source = pa.PythonFile(self.reader, mode="r")
+        source: pa.NativeFile = (
+            pa.PythonFile(self.reader, mode="r")
+            if self._rowless is None
+            else pa.BufferReader(self._rowless)
+        )
         with _block_errors(self.block, self.reader):
             stream = pacsv.open_csv(source, read, self._parse, convert)
         return _guarded(stream, self.block, self.reader)
 
 
-def _check_header(head: bytes, size: int, block: int) -> bytes:
-    """The header's first line; refuse one that is not UTF-8 (pyarrow would replace bad bytes).
+def _check_header(head: bytes, size: int, block: int) -> tuple[bytes, bool]:
+    """The header row, and whether it ends the file with no line end (so the table has no row).
 
-    A line ends at a LF, a CR or both, as pyarrow reads it (a file may end lines with CR only).
+    Refuse a header that is not UTF-8 (pyarrow would replace bad bytes). The header is the
+    first line that is not empty, after a BOM, as pyarrow and pandas read it; a line ends at a
+    LF, a CR or both (a file may end lines with CR only).
 
     Raises:
-        TableUnreadable: the header is not UTF-8.
+        TableUnreadable: the file has no header row, or the header is not UTF-8.
         TableTooLarge: the header row is longer than a block.
     """
-    end = min((i for i in (head.find(b"\n"), head.find(b"\r")) if i >= 0), default=-1)
+    body = head.removeprefix(_BOM).lstrip(b"\r\n")
+    if not body and len(head) == size:
+        raise TableUnreadable(
+            "the file holds no header row (it is empty or only line ends): a CSV or TSV "
+            "needs a first line naming its columns; record the table with its header"
+        )
+    end = min((i for i in (body.find(b"\n"), body.find(b"\r")) if i >= 0), default=-1)
     if end < 0 and len(head) < size:
         raise _too_long(block)
-    header = head if end < 0 else head[:end]
+    header = body if end < 0 else body[:end]
     try:
         header.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TableUnreadable(f"the header row is not UTF-8 text{_looks_like(head)}") from exc
     if b"\0" in header:  # valid UTF-8, but UTF-16 text or binary read as it would be garbage
         raise TableUnreadable(f"the header row holds NUL bytes{_looks_like(head)}")
-    return header
+    return header, end < 0
 
 
+_BOM = b"\xef\xbb\xbf"
 _MAGIC = {
     b"\x1f\x8b": "gzip-compressed: record it uncompressed",
     b"PK\x03\x04": "a ZIP archive (a spreadsheet?): save it as CSV",
@@ -322,7 +341,7 @@ def _open_quote(data: bytes, delimiter: bytes) -> int | None:
     A quote opens a value only at its start (after a delimiter or a line end); inside one, a
     doubled quote is a quote and a single one closes it; elsewhere a quote is text.
     """
-    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    start = len(_BOM) if data.startswith(_BOM) else 0
     bounds = (delimiter, b"\n", b"\r")
     opened: int | None = None
     at = data.find(b'"', start)

@@ -275,7 +275,7 @@ def test_a_quote_never_closed_is_too_large_not_swallowed(ws, store):
         (CSV, b"k,s\n1,a\n2,b,extra\n", "Expected 2 columns"),
         (CSV, b"k,s\n1,\xff\xfe\n", "not UTF-8"),
         (CSV, b"k\xff,s\n1,a\n", "header row is not UTF-8"),
-        (CSV, b"", "Empty CSV"),
+        (CSV, b"", "no header row"),
         (JSONL, b'{"k": 1, "s": "\xff"}\n', "UTF8"),
         (JSONL, b'{"k": 1, "s": "never closed}\n', "JSON parse error"),
         (JSONL, b"[1, 2]\n", "JSON parse error"),

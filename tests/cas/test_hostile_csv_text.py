@@ -275,3 +275,31 @@ def test_a_valid_csv_with_an_odd_number_of_quotes_reads_as_pyarrow_reads_it(ws, 
     convert = pacsv.ConvertOptions(column_types={"note": "string"}, strings_can_be_null=True)
     expected = pacsv.read_csv(io.BytesIO(data), parse_options=options, convert_options=convert)
     assert sliced(record(ws, store, data)).table.to_pylist() == expected.to_pylist()
+
+
+# -- a header and no rows ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("media_type", [CSV, TSV])
+@pytest.mark.parametrize("end", [b"", b"\n", b"\r\n", b"\r", b"\n\n"], ids=repr)
+def test_a_header_without_rows_slices_to_an_empty_table_with_its_columns(
+    ws, store, media_type, end
+):
+    sep = b"," if media_type == CSV else b"\t"
+    located = record(ws, store, b"k" + sep + b"s" + end, media_type)
+    result = sliced(located)
+    assert result.table.column_names == ["k", "s"]  # as pandas reads it: text, no rows
+    assert result.table.num_rows == 0
+    assert [str(t) for t in result.table.schema.types] == ["string", "string"]
+    assert sliced(located, columns=("s",), where="k = 'x'").table.num_rows == 0
+    info = describe(located.source)
+    assert [f.name for f in info.fields] == ["k", "s"]
+
+
+@pytest.mark.parametrize("data", [b"", b"\n", b"\r\n", b"\n\n"], ids=repr)
+def test_a_csv_without_a_header_is_unreadable_saying_so(ws, store, data):
+    located = record(ws, store, data)
+    with pytest.raises(TableUnreadable, match="no header row"):
+        sliced(located)
+    with pytest.raises(TableUnreadable, match="no header row"):
+        describe(located.source)
