@@ -29,10 +29,12 @@ Python, ARROW-12090), so a block is sized for 33 of them to fit one decode's sha
 memory bound, and a slice of ten rows reads at most 33 blocks whatever the file's size. The
 first block is typed from an in-memory copy, so no read-ahead runs before the scan. pyarrow has
 no streaming JSON reader, so JSON Lines is cut here into blocks that end at a newline, each
-parsed on its own with the first block's schema (only the needed fields are converted). A line,
-a CSV row or a quoted value longer than a block is `TableTooLarge`. A quote never closed in a
-CSV of at most `WHOLE_FILE_BYTES` is `TableUnreadable` (pyarrow reads the rest of the file as
-one value) when the file's quotes do not pair up, the usual case of one quote left open; in a
+parsed on its own with the first block's schema (only the needed fields are converted); an
+error pyarrow places in a row of the block names the file's line instead, or no line where the
+lines before it do not hold one object each (pyarrow counts objects, not lines). A line, a
+CSV row or a quoted value longer than a block is `TableTooLarge`. A quote never closed in a CSV
+of at most `WHOLE_FILE_BYTES` is `TableUnreadable` (pyarrow reads the rest of the file as one
+value) when the file's quotes do not pair up, the usual case of one quote left open; in a
 larger one it is caught only when the rest is longer than a block.
 
 Runs in the bounded child of `_isolated`, like the footed readers of `_tables`.
@@ -73,6 +75,7 @@ _LONG_DIGITS = re.compile(rb"[0-9]{19}")  # int64 holds every integer of 18 digi
 # An integer token that may pass int64 (19 digits from 9, or 20 and more), or such text in a string
 _JSON_LONG_INTEGER = re.compile(rb"[:\[,]\s*-?(?:9[0-9]{18}|[0-9]{20,})\s*[,\]}]")
 _INT64 = range(-(2**63), 2**63)
+_JSON_ROW = re.compile(r" in row (\d+)")  # pyarrow's row in the block parsed, from 0
 
 
 class TypeDrift(TableUnreadable):
@@ -386,10 +389,10 @@ class JsonLinesTable:
     def __init__(self, reader: VerifiedReader, bounds: TableBounds) -> None:
         self.reader = reader
         self.block = block_bytes(bounds)
-        first = next(self._blocks(), b"")
+        _, first = next(self._blocks(), (1, b""))
         if not first or first.isspace():
             raise TableUnreadable("the JSON Lines file holds no object in its first block")
-        self.schema = _parse_json(first, None, self.block).schema
+        self.schema = _parse_json(first, None, self.block, 1).schema
 
     def batches(self, scan: Scan) -> tuple[int, Iterator[pa.RecordBatch]]:
         """Nothing is skipped unread; each block parsed with the needed fields of the schema."""
@@ -397,32 +400,69 @@ class JsonLinesTable:
         return 0, filtered(self._parsed(wanted), scan, validate=True)
 
     def _parsed(self, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-        for block in self._blocks():
+        for line, block in self._blocks():
             if not block.isspace():
                 _check_json_integers(block, schema.names)
-                yield from _parse_json(block, schema, self.block).to_batches()
+                yield from _parse_json(block, schema, self.block, line).to_batches()
 
-    def _blocks(self) -> Iterator[bytes]:
-        """The file in blocks of at most `self.block` bytes, each ending at a newline or EOF."""
-        position, size = 0, self.reader.size
+    def _blocks(self) -> Iterator[tuple[int, bytes]]:
+        """The file in blocks of at most `self.block` bytes, each ending at a newline or EOF.
+
+        Each with the file's line (1-based) it starts on.
+        """
+        position, size, line = 0, self.reader.size, 1
         while position < size:
             data = bytes(self.reader.peek(position, self.block))
             end = len(data) if position + len(data) >= size else data.rfind(b"\n") + 1
             if end == 0:
                 raise _too_long(self.block)
-            yield data[:end]
+            yield line, data[:end]
+            line += data.count(b"\n", 0, end)
             position += end
 
 
-def _parse_json(block: bytes, schema: pa.Schema | None, limit: int) -> pa.Table:
-    """One block of JSON Lines as a table: inferred, or converted to `schema`'s fields only."""
+def _parse_json(block: bytes, schema: pa.Schema | None, limit: int, line: int) -> pa.Table:
+    """One block of JSON Lines as a table: inferred, or converted to `schema`'s fields only.
+
+    `line` is the file's line the block starts on: an error names the file's line, not
+    pyarrow's row in the block.
+    """
     parse = pajson.ParseOptions(
         explicit_schema=schema,
         unexpected_field_behavior="infer" if schema is None else "ignore",
     )
     read = pajson.ReadOptions(use_threads=False, block_size=len(block) + 1)
     with _block_errors(limit):
-        return pajson.read_json(pa.BufferReader(block), read_options=read, parse_options=parse)
+        try:
+            return pajson.read_json(pa.BufferReader(block), read_options=read, parse_options=parse)
+        except pa.ArrowInvalid as exc:
+            message = str(exc)
+            row = _JSON_ROW.search(message)
+            if row is None:
+                raise
+            found = _row_line(block, int(row.group(1)))
+            where = "" if found is None else f" on line {line + found}"
+            raise pa.ArrowInvalid(message[: row.start()] + where + message[row.end() :]) from exc
+
+
+def _row_line(block: bytes, row: int) -> int | None:
+    """The line of `block` (from 0) that starts pyarrow's row `row` (from 0), where that is sure.
+
+    pyarrow counts JSON values, not lines, and skips blank lines; a line is named only when each
+    line before it that is not blank holds one whole value, as JSON Lines has it.
+    """
+    seen = 0
+    for number, text in enumerate(block.split(b"\n")):
+        if not text.strip(b" \t\r"):  # JSON's whitespace: pyarrow skips such a line
+            continue
+        if seen == row:
+            return number
+        try:
+            json.loads(text)
+        except (ValueError, RecursionError):
+            return None  # two values on a line, or one over several: the count is not of lines
+        seen += 1
+    return None
 
 
 def _check_json_integers(block: bytes, names: list[str]) -> None:

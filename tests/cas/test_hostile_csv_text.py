@@ -303,3 +303,38 @@ def test_a_csv_without_a_header_is_unreadable_saying_so(ws, store, data):
         sliced(located)
     with pytest.raises(TableUnreadable, match="no header row"):
         describe(located.source)
+
+
+# -- JSON Lines errors name the line in the file ----------------------------------------------
+
+
+def json_lines_with_a_bad_line(rows: int, bad: bytes) -> tuple[bytes, int]:
+    """`rows` objects, a blank line every 100, then `bad`: the data, and the line of `bad`."""
+    lines = [b'{"k": %d, "s": "a"}' % i if i % 100 else b"" for i in range(1, rows + 1)]
+    return b"\n".join([*lines, bad, b'{"k": 0, "s": "z"}']) + b"\n", len(lines) + 1
+
+
+@pytest.mark.parametrize("rows", [50, BLOCK // 16], ids=["first-block", "later-block"])
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        (b'{"k": "oops", "s": "b"}', "changed from number to string"),
+        (b'{"k": 1 "s": "b"}', "Missing a comma"),
+    ],
+    ids=["type", "syntax"],
+)
+def test_a_json_lines_error_names_the_line_in_the_file(ws, store, rows, bad, words):
+    data, line = json_lines_with_a_bad_line(rows, bad)
+    assert (len(data) > BLOCK) == (rows > 50)  # the bad line in a later block
+    located = record(ws, store, data, JSONL)
+    with pytest.raises(TableUnreadable, match=words) as raised:
+        sliced(located, where="s = 'b'")
+    assert f"on line {line}" in str(raised.value)
+    assert "row" not in str(raised.value)
+
+
+def test_a_json_lines_error_after_two_objects_on_a_line_names_no_line(ws, store):
+    data = b'{"k": 1}\n{"k": 2} {"k": 3}\n{"k": "oops"}\n'  # pyarrow counts the objects
+    with pytest.raises(TableUnreadable, match="changed from number to string") as raised:
+        sliced(record(ws, store, data, JSONL))
+    assert "row" not in str(raised.value) and "line" not in str(raised.value)
