@@ -31,11 +31,14 @@ first block is typed from an in-memory copy, so no read-ahead runs before the sc
 no streaming JSON reader, so JSON Lines is cut here into blocks that end at a newline, each
 parsed on its own with the first block's schema (only the needed fields are converted); an
 error pyarrow places in a row of the block names the file's line instead, or no line where the
-lines before it do not hold one object each (pyarrow counts objects, not lines). A line, a
-CSV row or a quoted value longer than a block is `TableTooLarge`. A quote never closed in a CSV
-of at most `WHOLE_FILE_BYTES` is `TableUnreadable` (pyarrow reads the rest of the file as one
-value) when the file's quotes do not pair up, the usual case of one quote left open; in a
-larger one it is caught only when the rest is longer than a block.
+lines before it do not hold one object each (pyarrow counts objects, not lines). Lines that
+end with CR only are read within one block (pyarrow takes a CR for a space), and past it are
+`TableUnreadable`, saying to convert them to LF: a block is cut at a LF only, and an error's
+line is counted in LFs. A line, a CSV row or a quoted value longer than a block is
+`TableTooLarge`. A quote never closed in a CSV of at most `WHOLE_FILE_BYTES` is
+`TableUnreadable` (pyarrow reads the rest of the file as one value) when the file's quotes do
+not pair up, the usual case of one quote left open; in a larger one it is caught only when the
+rest is longer than a block.
 
 Runs in the bounded child of `_isolated`, like the footed readers of `_tables`.
 """
@@ -414,6 +417,12 @@ class JsonLinesTable:
         while position < size:
             data = bytes(self.reader.peek(position, self.block))
             end = len(data) if position + len(data) >= size else data.rfind(b"\n") + 1
+            if end == 0 and b"\r" in data:  # pyarrow reads CR as a space: the lines are one
+                raise TableUnreadable(
+                    f"the JSON Lines file has no LF in {len(data)} bytes from byte {position}, "
+                    "but CRs: if its lines end with CR only, convert them to LF (JSON Lines "
+                    "ends a line with LF or CRLF), e.g. tr '\\r' '\\n'"
+                )
             if end == 0:
                 raise _too_long(self.block)
             yield line, data[:end]

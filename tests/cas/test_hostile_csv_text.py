@@ -338,3 +338,21 @@ def test_a_json_lines_error_after_two_objects_on_a_line_names_no_line(ws, store)
     with pytest.raises(TableUnreadable, match="changed from number to string") as raised:
         sliced(record(ws, store, data, JSONL))
     assert "row" not in str(raised.value) and "line" not in str(raised.value)
+
+
+# -- JSON Lines with CR line ends -------------------------------------------------------------
+
+
+def test_json_lines_ending_with_cr_only_past_one_block_say_to_convert_them_to_lf(ws, store):
+    data = b"".join(b'{"k": %d, "s": "a"}\r' % i for i in range(2 * BLOCK // 16))
+    assert len(data) > BLOCK
+    located = record(ws, store, data, JSONL)
+    for read in (lambda: sliced(located, limit=2), lambda: describe(located.source)):
+        with pytest.raises(TableUnreadable, match="end with CR only") as raised:
+            read()
+        assert "convert them to LF" in str(raised.value)
+
+
+def test_json_lines_ending_with_cr_only_within_one_block_are_read(ws, store):
+    located = record(ws, store, b'{"k": 1, "s": "a"}\r{"k": 2, "s": "b"}\r', JSONL)
+    assert sliced(located, where="k = 2").table.to_pylist() == [{"k": 2, "s": "b"}]
