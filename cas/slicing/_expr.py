@@ -28,6 +28,13 @@ import msgspec
 from cards import excerpt
 from cards.errors import FilterSyntaxError
 
+UNNAMED = (
+    "a column with no name (a CSV or TSV header that ends with a delimiter, or holds two in a "
+    "row, gives one) cannot be picked nor filtered: name it in the header and record the file "
+    "again, or slice the other columns"
+)
+"""What a request that names a column "" is told (`columns`, or `""` in a filter)."""
+
 MAX_FILTER_CHARS = 4_000
 MAX_DEPTH = 32
 MAX_IN_ITEMS = 1_000
@@ -173,7 +180,7 @@ def _token(kind: str, text: str, pos: int) -> Token:
     if kind == "quoted":
         name = text[1:-1].replace('""', '"')
         if not name:
-            raise FilterSyntaxError("a quoted name is empty", position=pos)
+            raise FilterSyntaxError(f"a quoted name is empty: {UNNAMED}", position=pos)
         return Token("name", text, name, pos)
     if kind == "string":
         return Token(kind, text, text[1:-1].replace("''", "'"), pos)

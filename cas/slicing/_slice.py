@@ -44,7 +44,7 @@ from cas.slicing._collect import (
     read_schema,
     read_stream,
 )
-from cas.slicing._expr import Node, filter_columns, parse_filter
+from cas.slicing._expr import UNNAMED, Node, filter_columns, parse_filter
 from cas.slicing._expr_check import compile_predicate
 from cas.slicing._formats import open_table, settle_types, type_notes
 from cas.slicing._isolated import run_bounded
@@ -273,7 +273,7 @@ def check_request(
         if len(columns) > max_columns:
             raise LimitExceeded(f"more than {max_columns} columns requested", limit=max_columns)
         if not all(isinstance(name, str) and name for name in columns):
-            raise InvalidInput("column names must be non-empty strings")
+            raise InvalidInput(f"column names must be non-empty strings: {UNNAMED}")
         if len(set(columns)) != len(columns):
             raise InvalidInput("a column is requested more than once")
     return limit, budget

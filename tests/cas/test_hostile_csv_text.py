@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cards.errors import TableUnreadable, UnknownColumn
+from cards.errors import InvalidInput, TableUnreadable, UnknownColumn
 from cas import Located
 from cas.slicing._export import export_slice
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS
@@ -356,3 +356,17 @@ def test_json_lines_ending_with_cr_only_past_one_block_say_to_convert_them_to_lf
 def test_json_lines_ending_with_cr_only_within_one_block_are_read(ws, store):
     located = record(ws, store, b'{"k": 1, "s": "a"}\r{"k": 2, "s": "b"}\r', JSONL)
     assert sliced(located, where="k = 2").table.to_pylist() == [{"k": 2, "s": "b"}]
+
+
+# -- a column with no name --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("header", [b"k,s,", b"k,,s"], ids=["trailing", "between"])
+def test_a_column_with_no_name_slices_whole_and_naming_it_says_how_to_name_it(ws, store, header):
+    located = record(ws, store, header + b"\n1,a,x\n2,b,y\n")
+    assert "" in sliced(located).table.column_names  # as pyarrow reads it; pandas: "Unnamed: n"
+    assert sliced(located, columns=("k",), where="k = 2").table.to_pylist() == [{"k": 2}]
+    for request in ({"columns": ("k", "")}, {"where": "\"\" = 'x'"}):
+        with pytest.raises(InvalidInput, match="no name") as raised:
+            sliced(located, **request)
+        assert "name it in the header" in str(raised.value)
