@@ -231,7 +231,9 @@ def _facts_in_child(
     )
 
 
-_WIDENED = re.compile(r"(column .*) holds .* (on line \d+|after the first block): read as (.*)")
+_WIDENED = re.compile(
+    r"(column .*) holds .* (in row \d+ \(the header is row 1\)|after the first block): read as (.*)"
+)
 
 
 def _without_value(note: str) -> str:

@@ -560,8 +560,8 @@ def _block_errors(block: int, reader: VerifiedReader | None = None) -> Iterator[
             raise _too_long(block) from exc
         drift = _DRIFT.match(message) if reader is not None else None
         if drift is not None:
-            column, line, dtype, value = drift.groups()
-            where = "after the first block" if line is None else f"on line {line}"
+            column, row, dtype, value = drift.groups()  # pyarrow's row: a record, not a line
+            where = f"in row {row} (the header is row 1)" if row else "after the first block"
             found = f"holds {excerpt(value)} {where}"
             raise TypeDrift(
                 f"column #{column} {found}, which does not fit {dtype}", int(column), found, value

@@ -123,8 +123,10 @@ def test_a_record_says_which_columns_a_csv_widens_without_quoting_a_value(ws):
     ws.export("w.csv", b"id,x\n" + body + b"%d,0.5\n" % rows)
     recorded = record_without_columns(ws, store, "w.csv")
     (warning,) = (w for w in recorded.warnings if "read as" in w)
-    line = rows + 2
-    assert warning.startswith(f"column 'x' is read as double, not int64: a value on line {line}")
+    row = rows + 2
+    assert warning.startswith(
+        f"column 'x' is read as double, not int64: a value in row {row} (the header is row 1)"
+    )
     assert "0.5" not in warning and "--csv-type" in warning
     declared = record_without_columns(ws, store, "w.csv", {"types": {"x": "float64"}})
     assert declared.card.columns == ["id", "x"]

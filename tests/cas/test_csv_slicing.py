@@ -301,8 +301,10 @@ def test_a_later_csv_value_that_breaks_the_inferred_type_widens_its_column(ws, s
     located = record(ws, store, text_bytes(rows, CSV), CSV)
     result = sliced(located, where="s = 'b'")
     assert result.table.to_pylist() == [{"k": "oops", "s": "b"}]
-    line = len(rows) + 1
-    assert result.notes == (f"column 'k' holds 'oops' on line {line}: read as string, not int64",)
+    row = len(rows) + 1
+    assert result.notes == (
+        f"column 'k' holds 'oops' in row {row} (the header is row 1): read as string, not int64",
+    )
 
 
 def test_invalid_utf8_after_the_first_block_is_unreadable(ws, store):

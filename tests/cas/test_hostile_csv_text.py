@@ -370,3 +370,15 @@ def test_a_column_with_no_name_slices_whole_and_naming_it_says_how_to_name_it(ws
         with pytest.raises(InvalidInput, match="no name") as raised:
             sliced(located, **request)
         assert "name it in the header" in str(raised.value)
+
+
+def test_a_widening_note_counts_rows_not_lines(ws, store):
+    # blank lines are no row, and a quoted value may span lines: the note names the row
+    rows = BLOCK // 4  # the value that does not fit lies past the first block
+    data = b'k,s\n1,"a\nb"\n\n\n' + b"2,x\n" * rows + b"zz,y\n"
+    result = sliced(record(ws, store, data), columns=("k",), where="s = 'y'")
+    assert result.table.column("k").to_pylist() == ["zz"]
+    row = rows + 3  # the header, the quoted row, the rows of 2, then zz (its line: rows + 6)
+    assert result.notes == (
+        f"column 'k' holds 'zz' in row {row} (the header is row 1): read as string, not int64",
+    )

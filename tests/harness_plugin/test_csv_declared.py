@@ -147,8 +147,8 @@ INVALID = "input.invalid"
         (["--csv-type", "x=float128"], INVALID, "unknown type 'float128' for column 'x'"),
         (["--csv-type", "x"], INVALID, "is not COLUMN=TYPE"),
         (["--csv-type", "nope=int64"], INVALID, "column 'nope', which the table does not have"),
-        (["--csv-type", "x=int64"], INVALID, "holds '2.5' on line 3, which does not fit its "
-         "declared type int64"),
+        (["--csv-type", "x=int64"], INVALID, "holds '2.5' in row 3 (the header is row 1), which "
+         "does not fit its declared type int64"),
         (["--csv-null", "a\nb"], INVALID, "a null token must be one line"),
         (["--csv-null", "n" * 65], INVALID, "a null token must be 1 to 64 characters"),
     ],

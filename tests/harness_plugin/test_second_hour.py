@@ -89,7 +89,7 @@ def test_a_widened_csv_column_is_noted(cli, capsys):
     exp = cli("drift.csv", ("\n".join(lines) + "\n").encode())
     code = main(["slice", exp, "--where", f"id >= {rows - 1}", "--format", "jsonl"])
     captured = capsys.readouterr()
-    assert code == 0 and "note: column 'x' holds '1.5' on line" in captured.err
+    assert code == 0 and "note: column 'x' holds '1.5' in row" in captured.err
     assert [json.loads(line) for line in captured.out.splitlines()] == [
         {"id": rows - 1, "x": rows - 1.0, "note": None},
         {"id": rows, "x": 1.5, "note": "late"},
