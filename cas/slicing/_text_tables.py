@@ -20,8 +20,8 @@ the types came from the first block. Invalid UTF-8 is refused, not inferred as
 binary, and so is a header with NUL bytes (ASCII written as UTF-16 decodes as UTF-8 with NULs).
 
 A card's declared read options (`cards.table_read`) type their columns as declared, never
-inferred nor widened (a value that does not fit is `TableUnreadable` naming the column, the line
-and the type), and add their null tokens to pyarrow's.
+inferred nor widened (a value that does not fit is `TableUnreadable` naming the column, the row
+(pyarrow's: a record, the header row 1) and the type), and add their null tokens to pyarrow's.
 
 Nothing reads the whole file. CSV goes through pyarrow's streaming reader over the verified
 reader; that reader keeps up to 32 blocks read ahead on its I/O thread (not configurable from
