@@ -12,11 +12,12 @@ from collections.abc import Iterable
 
 from cards.errors import InvalidInput
 from cards.table_read import TableRead
+from cas.slicing._json_lines import JsonLinesTable
 from cas.slicing._limits import TableBounds
 from cas.slicing._media import DELIMITERS, PARQUET, TEXT_MEDIA_TYPES, check_media_type
 from cas.slicing._reader import VerifiedReader
 from cas.slicing._tables import IpcTable, ParquetTable, TableFile, check_trailer, check_width
-from cas.slicing._text_tables import CsvTable, JsonLinesTable
+from cas.slicing._text_tables import CsvTable
 
 
 def open_table(

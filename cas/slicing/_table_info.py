@@ -19,9 +19,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cards.errors import TableUnreadable
+from cas.slicing._json_lines import JsonLinesTable
 from cas.slicing._media import ARROW_FILE, PARQUET
 from cas.slicing._tables import IpcTable, ParquetTable, TableFile
-from cas.slicing._text_tables import CsvTable, JsonLinesTable
+from cas.slicing._text_tables import CsvTable
 
 MAX_LISTED_ROW_GROUPS = 1_000
 MAX_SHOWN_CHARS = 100

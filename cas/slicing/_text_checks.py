@@ -1,0 +1,122 @@
+"""Checks of a text table's bytes before pyarrow reads them, and the bound a block sets.
+
+pyarrow reads what it is given: a header that is not UTF-8 with its bad bytes replaced, UTF-16
+text as columns full of NUL bytes, and the rest of the file as one value after a quote left
+open. These checks refuse such files first, saying what the file seems to be and what to do.
+`beyond_int64` tells an integer literal a double would round, without converting it (Python
+refuses to convert more than 4,300 digits).
+"""
+
+from __future__ import annotations
+
+from cards.errors import TableTooLarge, TableUnreadable
+from cas.slicing._reader import VerifiedReader
+
+_INT64 = range(-(2**63), 2**63)
+_BOM = b"\xef\xbb\xbf"
+
+
+def check_header(head: bytes, size: int, block: int) -> tuple[bytes, bool]:
+    """The header row, and whether it ends the file with no line end (so the table has no row).
+
+    Refuse a header that is not UTF-8 (pyarrow would replace bad bytes). The header is the
+    first line that is not empty, after a BOM, as pyarrow and pandas read it; a line ends at a
+    LF, a CR or both (a file may end lines with CR only).
+
+    Raises:
+        TableUnreadable: the file has no header row, or the header is not UTF-8.
+        TableTooLarge: the header row is longer than a block.
+    """
+    body = head.removeprefix(_BOM).lstrip(b"\r\n")
+    if not body and len(head) == size:
+        raise TableUnreadable(
+            "the file holds no header row (it is empty or only line ends): a CSV or TSV "
+            "needs a first line naming its columns; record the table with its header"
+        )
+    end = min((i for i in (body.find(b"\n"), body.find(b"\r")) if i >= 0), default=-1)
+    if end < 0 and len(head) < size:
+        raise too_long(block)
+    header = body if end < 0 else body[:end]
+    try:
+        header.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TableUnreadable(f"the header row is not UTF-8 text{_looks_like(head)}") from exc
+    if b"\0" in header:  # valid UTF-8, but UTF-16 text or binary read as it would be garbage
+        raise TableUnreadable(f"the header row holds NUL bytes{_looks_like(head)}")
+    return header, end < 0
+
+
+_MAGIC = {
+    b"\x1f\x8b": "gzip-compressed: record it uncompressed",
+    b"PK\x03\x04": "a ZIP archive (a spreadsheet?): save it as CSV",
+    b"\xff\xfe": "UTF-16 text: save it as UTF-8",
+    b"\xfe\xff": "UTF-16 text: save it as UTF-8",
+}
+
+
+def _looks_like(head: bytes) -> str:
+    """What a file that is not UTF-8 text seems to be, and what to do, for an error message."""
+    found = next((what for magic, what in _MAGIC.items() if head.startswith(magic)), None)
+    if found is None and b"\0" in head[:2]:  # ASCII as UTF-16, without a BOM
+        found = _MAGIC[b"\xff\xfe"]
+    return f" (it seems to be {found})" if found else " (save it as UTF-8 text)"
+
+
+def check_quotes(reader: VerifiedReader, block: int, delimiter: bytes) -> None:
+    """Refuse a quoted value that is never closed, which pyarrow reads as the rest of the file.
+
+    A file with an even number of quote characters is passed at once; an odd one (a quote left
+    open, or one inside an unquoted value, which is text) is read as pyarrow parses quotes.
+
+    Raises:
+        TableUnreadable: a quote that opens a value is never closed.
+    """
+    quotes = sum(bytes(reader.peek(at, block)).count(b'"') for at in range(0, reader.size, block))
+    if quotes % 2 == 0:
+        return
+    data = bytes(reader.peek(0, reader.size))
+    opened = _open_quote(data, delimiter)
+    if opened is not None:
+        line = data.count(b"\n", 0, opened) + 1
+        raise TableUnreadable(
+            f"a quote that opens a value on line {line} is never closed, so the rest of the "
+            'file would be one value: close it, or double a quote inside a quoted value ("")'
+        )
+
+
+def _open_quote(data: bytes, delimiter: bytes) -> int | None:
+    """Where the value still open at the end of `data` was opened, if one is.
+
+    A quote opens a value only at its start (after a delimiter or a line end); inside one, a
+    doubled quote is a quote and a single one closes it; elsewhere a quote is text.
+    """
+    start = len(_BOM) if data.startswith(_BOM) else 0
+    bounds = (delimiter, b"\n", b"\r")
+    opened: int | None = None
+    at = data.find(b'"', start)
+    while at >= 0:
+        if opened is None:
+            if at == start or data[at - 1 : at] in bounds:
+                opened = at
+            at = data.find(b'"', at + 1)
+        elif data[at + 1 : at + 2] == b'"':
+            at = data.find(b'"', at + 2)
+        else:
+            opened = None
+            at = data.find(b'"', at + 1)
+    return opened
+
+
+def beyond_int64(text: str) -> bool:
+    """Whether the integer literal `text` (an optional sign, then digits) lies outside int64."""
+    digits = len(text.lstrip("+-").lstrip("0"))
+    return digits > 19 or (digits == 19 and int(text) not in _INT64)
+
+
+def too_long(block: int) -> TableTooLarge:
+    """The error of a line, row or quoted value longer than the block read at a time."""
+    return TableTooLarge(
+        f"a line, row or quoted value is longer than the {block}-byte block read at a time "
+        "(or a quote is never closed)",
+        limit=block,
+    )
