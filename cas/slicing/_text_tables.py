@@ -214,7 +214,11 @@ class CsvTable:
                 f"another, e.g. --csv-type {flag}, or a null token with --csv-null)"
             ) from drift
         wider = _WIDER.get(field.type, pa.string())
-        if pa.types.is_integer(field.type) and re.fullmatch(r"[+-]?0*[0-9]{19,}", drift.value):
+        if (
+            pa.types.is_integer(field.type)
+            and re.fullmatch(_INTEGER, drift.value)
+            and beyond_int64(drift.value)
+        ):
             wider = pa.string()  # an integer beyond int64: a double would round it
         if field.type == wider:
             raise drift
