@@ -349,11 +349,11 @@ def test_fsck_reports_a_bad_card_and_a_stray_key_on_every_backend(backend: Backe
     store = backend.store()
     recorded = backend.record(store, "a.bin", os.urandom(2000))
     bad_card = f"cards/exp_{'a' * 52}.json"
-    stray = "objects/zz/not-an-object"
+    stray = "objects/99/not-an-object"  # never a shard: shards are base32 (a-z, 2-7)
     if backend.host is None:
         project = backend.ws.project_dir(store)  # type: ignore[arg-type]
         (project / bad_card).write_text("{}")
-        (project / "objects" / "zz").mkdir()
+        (project / "objects" / "99").mkdir()
         (project / stray).write_bytes(b"x")
     else:
         s3 = raw_client(backend.host.endpoint)

@@ -123,8 +123,9 @@ def test_unknown_entries_are_reported_not_touched(ws):
     store, _ = _setup(ws)
     project = ws.project_dir(store)
     (project / "tmp" / "notes.txt").write_text("hi")
-    (project / "objects" / "zz").mkdir()
-    (project / "objects" / "zz" / "random").write_text("x")
+    # "99" can never be a shard: shards are base32 (a-z, 2-7), so no recorded object lands here.
+    (project / "objects" / "99").mkdir()
+    (project / "objects" / "99" / "random").write_text("x")
     report = fsck(store, repair=True)
-    assert sorted(report.unknown_entries) == ["objects/zz/random", "tmp/notes.txt"]
+    assert sorted(report.unknown_entries) == ["objects/99/random", "tmp/notes.txt"]
     assert (project / "tmp" / "notes.txt").exists()
