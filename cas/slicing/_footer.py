@@ -31,7 +31,13 @@ from cards.card import Column
 from cards.errors import ArtifactError, InvalidInput, TableUnreadable
 from cards.table_read import TableRead
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
-from cas.slicing._media import ARROW_FILE, DELIMITERS, PARQUET, SUPPORTED_MEDIA_TYPES
+from cas.slicing._media import (
+    ARROW_FILE,
+    DELIMITERS,
+    PARQUET,
+    SEPARATED,
+    SUPPORTED_MEDIA_TYPES,
+)
 from fsedge import parse_manifest
 
 if TYPE_CHECKING:  # loaded by the first table read: a record of other bytes never needs them
@@ -57,7 +63,8 @@ class TableFacts(msgspec.Struct, frozen=True):
     shape: tuple[int, ...] | None = None
     """An array's whole shape (a `.npy` header's), which a card takes as it is."""
     widened: tuple[str, ...] = ()
-    """A CSV's columns read wider than their first block said (`CsvTable.notes`)."""
+    """A CSV's columns read wider than their first block said (`CsvTable.notes`), and its
+    delimiter when it is not a comma (`CsvTable.delimiter_note`)."""
 
 
 def wanted(metadata: CardMetadata, existing: ExperimentCardV1 | None) -> bool:
@@ -85,7 +92,8 @@ class Measured(msgspec.Struct, frozen=True):
         merged, filled = with_facts(metadata, self.facts, existing, limits)
         widened = () if self.facts is None else self.facts.widened
         hint = "; every read does the same (declare a type with --csv-type to choose another)"
-        return merged, (*self.warnings, *filled, *(note + hint for note in widened))
+        notes = (note + ("" if note.startswith(SEPARATED) else hint) for note in widened)
+        return merged, (*self.warnings, *filled, *notes)
 
 
 NOT_MEASURED = Measured()
@@ -237,7 +245,12 @@ _WIDENED = re.compile(
 
 
 def _without_value(note: str) -> str:
-    """A widening note without the cell value it quotes (a record's warning may reach a model)."""
+    """A widening note without the cell value it quotes (a record's warning may reach a model).
+
+    The note of a CSV's delimiter other than a comma quotes nothing, and is kept as it is.
+    """
+    if note.startswith(SEPARATED):
+        return note
     found = _WIDENED.fullmatch(note)
     if found is None:
         return ""

@@ -20,6 +20,8 @@ FOOTED_MEDIA_TYPES = (PARQUET, ARROW_FILE)
 TEXT_MEDIA_TYPES = (CSV, TSV, JSONL, NDJSON)
 SUPPORTED_MEDIA_TYPES = (*FOOTED_MEDIA_TYPES, *TEXT_MEDIA_TYPES)
 DELIMITERS = {CSV: ",", TSV: "\t"}
+SEPARATED = "values are separated by "
+"""How the note of a CSV read with another delimiter than a comma begins (`sniff_delimiter`)."""
 
 
 def check_media_type(media_type: str) -> str:

@@ -82,10 +82,13 @@ def table_info(table: TableFile, media_type: str) -> TableInfo:
     if isinstance(table, ParquetTable):
         return _parquet_info(table, fields)
     declared = isinstance(table, CsvTable) and bool(table.declared)
+    read_as = (
+        (table.delimiter_note,) if isinstance(table, CsvTable) and table.delimiter_note else ()
+    )
     if isinstance(table, CsvTable) and table.typed_whole_file:
         inferred = "column types are inferred over the whole file"
         inferred += ", except the declared ones (csv types on the card)" if declared else ""
-        return _unmeasured(media_type, fields, 0, inferred, *table.notes, _NO_COUNT)
+        return _unmeasured(media_type, fields, 0, *read_as, inferred, *table.notes, _NO_COUNT)
     if isinstance(table, CsvTable | JsonLinesTable):
         size = table.reader.size
         if size <= table.block:
@@ -96,7 +99,7 @@ def table_info(table: TableFile, media_type: str) -> TableInfo:
         note += ", except the declared ones (csv types on the card)" if declared else ""
         if isinstance(table, CsvTable):
             note += "; a slice widens a column whose later values do not fit, and says so"
-        return _unmeasured(media_type, fields, 0, note, _NO_COUNT)
+        return _unmeasured(media_type, fields, 0, *read_as, note, _NO_COUNT)
     assert isinstance(table, IpcTable)
     return _ipc_info(table, fields)
 

@@ -4,16 +4,23 @@ pyarrow reads what it is given: a header that is not UTF-8 with its bad bytes re
 text as columns full of NUL bytes, and the rest of the file as one value after a quote left
 open. These checks refuse such files first, saying what the file seems to be and what to do.
 `beyond_int64` tells an integer literal a double would round, without converting it (Python
-refuses to convert more than 4,300 digits).
+refuses to convert more than 4,300 digits). `sniff_delimiter` reads a `.csv` separated by
+semicolons, tabs or `|` as its header says.
 """
 
 from __future__ import annotations
 
+import re
+
 from cards.errors import TableTooLarge, TableUnreadable
+from cas.slicing._media import SEPARATED
 from cas.slicing._reader import VerifiedReader
 
 _INT64 = range(-(2**63), 2**63)
 _BOM = b"\xef\xbb\xbf"
+_OTHER_DELIMITERS = {b";": "';'", b"\t": "tabs", b"|": "'|'"}
+_QUOTED = re.compile(rb'"(?:[^"]|"")*"')
+_FIRST_LINES = re.compile(rb"([^\r\n]*)(?:[\r\n]+([^\r\n]*))?")
 
 
 def check_header(head: bytes, size: int, block: int) -> tuple[bytes, bool]:
@@ -44,6 +51,30 @@ def check_header(head: bytes, size: int, block: int) -> tuple[bytes, bool]:
     if b"\0" in header:  # valid UTF-8, but UTF-16 text or binary read as it would be garbage
         raise TableUnreadable(f"the header row holds NUL bytes{_looks_like(head)}")
     return header, end < 0
+
+
+def sniff_delimiter(head: bytes) -> tuple[bytes, str | None]:
+    """The delimiter of a CSV, and a note when it is not a comma.
+
+    Spreadsheets in many languages save "CSV" with semicolons (their decimal mark is a comma),
+    and a tab-separated file is often named `.csv`. A header with no comma outside its quoted
+    names, and exactly one of `;`, a tab or `|`, is read with that one, when the first row
+    (if any, and unless a quoted value spans lines) holds as many of it as the header does.
+    Otherwise the delimiter is a comma: a header of one name stays one column.
+    """
+    found = _FIRST_LINES.match(head.removeprefix(_BOM).lstrip(b"\r\n"))
+    assert found is not None  # the pattern matches any bytes
+    header, row = (_QUOTED.sub(b"", line) if line else line for line in found.groups())
+    if b"," in header:
+        return b",", None
+    present = [d for d in _OTHER_DELIMITERS if d in header]
+    if len(present) != 1:
+        return b",", None
+    delimiter = present[0]
+    if row and b'"' not in row and row.count(delimiter) != header.count(delimiter):
+        return b",", None
+    name = _OTHER_DELIMITERS[delimiter]
+    return delimiter, f"{SEPARATED}{name}, not commas (the header has no comma)"
 
 
 _MAGIC = {

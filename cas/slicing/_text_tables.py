@@ -48,7 +48,13 @@ from cards.table_read import TableRead
 from cas.slicing._limits import TableBounds
 from cas.slicing._reader import VerifiedReader
 from cas.slicing._tables import Scan, check_width, filtered
-from cas.slicing._text_checks import beyond_int64, check_header, check_quotes, too_long
+from cas.slicing._text_checks import (
+    beyond_int64,
+    check_header,
+    check_quotes,
+    sniff_delimiter,
+    too_long,
+)
 
 MAX_BLOCK_BYTES = 4 << 20
 MIN_BLOCK_BYTES = 64 << 10
@@ -62,6 +68,8 @@ _DRIFT = re.compile(  # a timestamp's zone is a value that does not fit, too
 )
 _WIDER = {pa.int64(): pa.float64(), pa.float64(): pa.string()}
 _INTEGER = r"^[+-]?[0-9]+$"
+_DECIMAL_COMMA = re.compile(rb"[0-9],[0-9]")
+_NUMBER_OR_COMMA = r"^[+-]?([0-9]*,)?[0-9]+$"
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")  # int64 holds every integer of 18 digits
 
 
@@ -93,11 +101,16 @@ class CsvTable:
     ) -> None:
         self.reader = reader
         self.block = block_bytes(bounds)
-        self._parse = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
         # Two blocks in memory: pyarrow types the first, and takes its last row for the whole
         # of it only when it is the final block, so a row cut at its end must not look final.
         head = bytes(reader.peek(0, 2 * self.block))
         header, rowless = check_header(head[: self.block], reader.size, self.block)
+        self.delimiter_note: str | None = None
+        """How a CSV with no comma in its header is read (`sniff_delimiter`), if it is."""
+        if delimiter == ",":
+            sniffed, self.delimiter_note = sniff_delimiter(head[: self.block])
+            delimiter = sniffed.decode()
+        self._parse = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
         if rowless:  # pyarrow reads a lone header only once its line ends, as pandas reads it
             head += b"\n"
         self._rowless = head if rowless else None
@@ -121,6 +134,8 @@ class CsvTable:
         self.notes: list[str] = []
         """One line per column read wider than inferred: what it was inferred as, and why."""
         self._keep_long_integers(head, options)
+        if self.delimiter_note is not None:
+            self._note_decimal_commas(head, options)
         self._inferred = self.schema
         self.whole_file = reader.size <= WHOLE_FILE_BYTES
         """Whether every column is typed over the whole file before it is read."""
@@ -171,6 +186,44 @@ class CsvTable:
                 self.notes.append(
                     f"column {name!r} holds integers beyond int64: read as string, not double"
                 )
+
+    def _note_decimal_commas(self, head: bytes, options: pacsv.ReadOptions) -> None:
+        """Say which text columns of a CSV not separated by commas hold decimal-comma numbers.
+
+        Such a file is often a spreadsheet's that writes 1,5 for 1.5. They stay text: a comma
+        may as well separate two integers, and a number read from text must be exact.
+        """
+        texts = [
+            f.name
+            for f in self.schema
+            if pa.types.is_string(f.type) and f.name not in self.declared
+        ]
+        if not texts or _DECIMAL_COMMA.search(head) is None:
+            return
+        convert = pacsv.ConvertOptions(
+            include_columns=list(dict.fromkeys(texts)),
+            column_types=dict.fromkeys(texts, pa.string()),
+            strings_can_be_null=True,
+            null_values=self._nulls,
+        )
+        with block_errors(self.block):  # the first block alone, as pyarrow typed it
+            first = pacsv.open_csv(pa.BufferReader(head), options, self._parse, convert)
+            batch = first.read_next_batch()
+        commas = [
+            name
+            for name in batch.schema.names
+            if (values := batch.column(name).drop_null())
+            and pc.all(pc.match_substring_regex(values, _NUMBER_OR_COMMA)).as_py()
+            and pc.any(pc.match_substring(values, ",")).as_py()
+        ]
+        if commas and self.delimiter_note is not None:
+            named = ", ".join(excerpt(name, 40) for name in commas[:3])
+            more = " and more" if len(commas) > 3 else ""
+            holds = "columns {} hold" if len(commas) > 1 else "column {} holds"
+            self.delimiter_note += (
+                f"; {holds.format(named + more)} numbers with a decimal comma (such as 1,5), "
+                "read as text"
+            )
 
     @property
     def typed_whole_file(self) -> bool:
