@@ -1,7 +1,8 @@
-"""How a CSV or TSV result is read: declared column types and null tokens (`TableRead`).
+"""How a CSV or TSV result is read: declared column types, null tokens and decimal mark.
 
-A person who knows a column better than the first block of its file declares its type and the
-tokens that mean "no value" (`artmem record --csv-type x=float64 --csv-null NA`). The card keeps
+A person who knows a column better than the first block of its file declares its type, the
+tokens that mean "no value" and the decimal mark of its numbers (`artmem record --csv-type
+x=float64 --csv-null NA --csv-decimal ,`). The card keeps
 them (`ExperimentCardV1.table_read`), and every later read of the artifact (a slice or export
 from the CLI, the notebook or a kernel) reads with them; a read may override them for itself.
 Declared null tokens add to the tokens every read treats as null (blank cells, `NA`, `null`,
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Annotated, Literal, get_args
 
 import msgspec
-from msgspec import Meta, Struct
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from cards._text_rules import LINE
 from cards.errors import InvalidInput, excerpt
@@ -74,21 +75,32 @@ class TableRead(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
         default_factory=dict
     )
     nulls: Annotated[list[_Null], Meta(max_length=MAX_NULLS)] = msgspec.field(default_factory=list)
+    decimal: Literal[".", ","] | UnsetType = UNSET
+    """The decimal mark of every number in the table (`,`: 1,5 is 1.5); unset, a point. Left
+    out of the card when unset, so cards declaring only types and tokens keep their bytes."""
 
     def __post_init__(self) -> None:
         if len(set(self.nulls)) != len(self.nulls):
             raise ValueError("nulls names a token twice")
-        if not self.types and not self.nulls:
+        if not self.types and not self.nulls and self.decimal is UNSET:
             raise ValueError("declares nothing (leave the field out)")
+
+    @property
+    def decimal_point(self) -> str:
+        """The decimal mark a read uses: the declared one, else a point."""
+        return "." if self.decimal is UNSET else self.decimal
 
 
 def table_read(
-    types: Mapping[str, str] | None = None, nulls: Iterable[str] | None = None
+    types: Mapping[str, str] | None = None,
+    nulls: Iterable[str] | None = None,
+    decimal: str | None = None,
 ) -> TableRead | None:
     """Declared read options, checked; None when they declare nothing.
 
     `types` maps a column name to a type of `CSV_TYPES` (or a name of `ALIASES`); `nulls` are
-    extra tokens read as null. Repeated null tokens count once.
+    extra tokens read as null. Repeated null tokens count once. `decimal` is the numbers'
+    decimal mark, `.` or `,` (None: not declared).
 
     Raises:
         InvalidInput: a name, type or token is malformed, unknown or out of bounds; the message
@@ -115,10 +127,16 @@ def table_read(
             )
         checked[name] = canonical
     tokens = _tokens(nulls)
-    if not checked and not tokens:
+    if decimal is not None and decimal not in (".", ","):
+        raise InvalidInput(
+            f"the decimal mark must be '.' or ',', not {excerpt(decimal)}: "
+            "',' reads 1,5 as 1.5 (a spreadsheet's CSV in many languages)"
+        )
+    if not checked and not tokens and decimal is None:
         return None
+    mark = {} if decimal is None else {"decimal": decimal}
     try:
-        return msgspec.convert({"types": checked, "nulls": tokens}, TableRead)
+        return msgspec.convert({"types": checked, "nulls": tokens, **mark}, TableRead)
     except msgspec.ValidationError as exc:  # every rule was checked above; say so if one slipped
         raise InvalidInput(f"invalid csv read options: {exc}"[:300]) from None
 
@@ -179,13 +197,14 @@ def merged(card: TableRead | None, call: TableRead | None) -> TableRead | None:
     """The options one read uses: the card's, the call's over them.
 
     The call's types win column by column; its null tokens, when it gives any, replace the
-    card's.
+    card's; its decimal mark, when it gives one, replaces the card's.
     """
     if call is None:
         return card
     if card is None:
         return call
-    return TableRead(types=card.types | call.types, nulls=call.nulls or card.nulls)
+    decimal = card.decimal if call.decimal is UNSET else call.decimal
+    return TableRead(types=card.types | call.types, nulls=call.nulls or card.nulls, decimal=decimal)
 
 
 def read_lines(read: TableRead | None) -> list[str]:
@@ -197,4 +216,6 @@ def read_lines(read: TableRead | None) -> list[str]:
         lines.append("csv types   " + ", ".join(f"{excerpt(n)} {t}" for n, t in read.types.items()))
     if read.nulls:
         lines.append("csv nulls   " + ", ".join(excerpt(t) for t in read.nulls))
+    if read.decimal is not UNSET:
+        lines.append(f"csv decimal {read.decimal!r}")
     return lines

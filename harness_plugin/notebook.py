@@ -245,6 +245,7 @@ class NotebookStore:
         current_source_version: str | None = None,
         csv_types: Mapping[str, str] | None = None,
         csv_nulls: Sequence[str] | None = None,
+        csv_decimal: str | None = None,
     ) -> pa.Table:
         """Chosen columns and matching rows of a table result: every matching row by default.
 
@@ -253,9 +254,10 @@ class NotebookStore:
         child into a temporary Parquet file (as `artmem slice --out`), within the export bounds
         (`export_max_rows`, `export_max_bytes`, `export_max_seconds`), and read from there.
 
-        A CSV or TSV is read with the column types and null tokens its card declares
-        (`artmem record --csv-type/--csv-null`); `csv_types` ({column: type}) and `csv_nulls`
-        override them for this read (checked as the CLI checks its flags).
+        A CSV or TSV is read with the column types, null tokens and decimal mark its card
+        declares (`artmem record --csv-type/--csv-null/--csv-decimal`); `csv_types` ({column:
+        type}), `csv_nulls` and `csv_decimal` (`","` reads 1,5 as 1.5) override them for this
+        read (checked as the CLI checks its flags).
 
         Warns `SliceTruncated` when a bound stopped the read before the rows asked for, and
         `StaleResult` when the result's freshness is in doubt against `current_source_version`.
@@ -277,7 +279,7 @@ class NotebookStore:
             where=where,
             limit=limit,
             offset=offset,
-            table_read=table_read(csv_types, csv_nulls),
+            table_read=table_read(csv_types, csv_nulls, csv_decimal),
         )
         located = self._store.locate(self._expand(experiment_id), current_source_version)
         _warn_stale(located.warnings)
@@ -321,6 +323,7 @@ class NotebookStore:
         current_source_version: str | None = None,
         csv_types: Mapping[str, str] | None = None,
         csv_nulls: Sequence[str] | None = None,
+        csv_decimal: str | None = None,
     ) -> object:
         """`read_slice` as a `pandas.DataFrame` (pandas is imported only here).
 
@@ -338,6 +341,7 @@ class NotebookStore:
             current_source_version=current_source_version,
             csv_types=csv_types,
             csv_nulls=csv_nulls,
+            csv_decimal=csv_decimal,
         )
         return table.to_pandas()
 
@@ -352,6 +356,7 @@ class NotebookStore:
         current_source_version: str | None = None,
         csv_types: Mapping[str, str] | None = None,
         csv_nulls: Sequence[str] | None = None,
+        csv_decimal: str | None = None,
     ) -> object:
         """`read_slice` as a `polars.DataFrame` (polars is imported only here).
 
@@ -369,6 +374,7 @@ class NotebookStore:
             current_source_version=current_source_version,
             csv_types=csv_types,
             csv_nulls=csv_nulls,
+            csv_decimal=csv_decimal,
         )
         return polars.from_arrow(table)
 

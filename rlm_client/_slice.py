@@ -19,14 +19,15 @@ def read_slice(
     offset: int = 0,
     csv_types: Mapping[str, str] | None = None,
     csv_nulls: Sequence[str] | None = None,
+    csv_decimal: str | None = None,
 ) -> SliceResult:
     """Read only the needed columns and rows of a resolved table, within hard bounds.
 
     Every chunk read is checked against the manifest the host verified; nothing else of the
     file is loaded. `result.table` is a pyarrow Table; `result.truncated` says a bound stopped it.
-    A CSV or TSV is read with the column types and null tokens its card declares
-    (`resolved.card.table_read`); `csv_types` ({column: type}) and `csv_nulls` override them
-    for this read.
+    A CSV or TSV is read with the column types, null tokens and decimal mark its card declares
+    (`resolved.card.table_read`); `csv_types` ({column: type}), `csv_nulls` and `csv_decimal`
+    (`","` reads 1,5 as 1.5) override them for this read.
 
     Raises:
         ArtifactError: a typed error (unknown column, bad filter, integrity failure, ...).
@@ -44,6 +45,6 @@ def read_slice(
         where=where,
         limit=limit,
         offset=offset,
-        table_read=table_read(csv_types, csv_nulls),
+        table_read=table_read(csv_types, csv_nulls, csv_decimal),
     )
     return _read_slice(source, request)

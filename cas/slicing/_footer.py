@@ -113,7 +113,7 @@ def measure(
     declared = metadata.table_read if "table_read" in metadata.given else None
     if declared is not None and metadata.media_type not in DELIMITERS:
         raise InvalidInput(
-            f"--csv-type and --csv-null apply to CSV and TSV files; this one is "
+            f"--csv-type, --csv-null and --csv-decimal apply to CSV and TSV files; this one is "
             f"{metadata.media_type} (give --media-type text/csv if it is a CSV)"
         )
     if metadata.media_type == NPY:

@@ -18,9 +18,10 @@ more fields than the first block's is `TableUnreadable` and says that the types 
 first block. What is refused before pyarrow reads a byte (no header, a header that is not UTF-8
 or holds NUL bytes, a quote never closed) is `_text_checks`'.
 
-A card's declared read options (`cards.table_read`) type their columns as declared, never
-inferred nor widened (a value that does not fit is `TableUnreadable` naming the column, the row
-(pyarrow's: a record, the header row 1) and the type), and add their null tokens to pyarrow's.
+A card's declared read options (`cards.table_read`) read numbers with their decimal mark, type
+their columns as declared, never inferred nor widened (a value that does not fit is
+`TableUnreadable` naming the column, the row (pyarrow's: a record, the header row 1) and the
+type), and add their null tokens to pyarrow's.
 
 Nothing reads the whole file. CSV goes through pyarrow's streaming reader over the verified
 reader; that reader keeps up to 32 blocks read ahead on its I/O thread (not configurable from
@@ -121,7 +122,10 @@ class CsvTable:
             check_width(bounds.max_columns + 1, bounds)  # before pyarrow builds every column
         options = pacsv.ReadOptions(use_threads=False, block_size=self.block)
         self._nulls = [*pacsv.ConvertOptions().null_values, *(() if read is None else read.nulls)]
-        nulls = pacsv.ConvertOptions(strings_can_be_null=True, null_values=self._nulls)
+        self._decimal = "." if read is None else read.decimal_point
+        nulls = pacsv.ConvertOptions(
+            strings_can_be_null=True, null_values=self._nulls, decimal_point=self._decimal
+        )
         with block_errors(self.block):
             inferred = pacsv.open_csv(pa.BufferReader(head), options, self._parse, nulls).schema
         binary = [f.name for f in inferred if pa.types.is_binary(f.type)]
@@ -134,7 +138,7 @@ class CsvTable:
         self.notes: list[str] = []
         """One line per column read wider than inferred: what it was inferred as, and why."""
         self._keep_long_integers(head, options)
-        if self.delimiter_note is not None:
+        if self.delimiter_note is not None and self._decimal == ".":
             self._note_decimal_commas(head, options)
         self._inferred = self.schema
         self.whole_file = reader.size <= WHOLE_FILE_BYTES
@@ -222,7 +226,7 @@ class CsvTable:
             holds = "columns {} hold" if len(commas) > 1 else "column {} holds"
             self.delimiter_note += (
                 f"; {holds.format(named + more)} numbers with a decimal comma (such as 1,5), "
-                "read as text"
+                "read as text: declare the decimal comma (--csv-decimal ,) to read them as numbers"
             )
 
     @property
@@ -300,6 +304,7 @@ class CsvTable:
             include_columns=names,
             strings_can_be_null=True,
             null_values=self._nulls,
+            decimal_point=self._decimal,
         )
         self.reader.seek(0)
         read = pacsv.ReadOptions(use_threads=False, block_size=self.block)

@@ -68,10 +68,10 @@ def record_args(p: argparse.ArgumentParser) -> None:
 
 
 def csv_read_args(p: argparse.ArgumentParser, *, remembered: bool = False) -> None:
-    """`--csv-type` and `--csv-null`: kept on the card by `record`, for one read by `slice`."""
+    """`--csv-type`, `--csv-null`, `--csv-decimal`: kept on the card by `record`, for one read."""
     scope = (
         "kept on the card: every later slice and export reads with it; a re-record with "
-        "--csv-type or --csv-null replaces both, '' clears"
+        "--csv-type, --csv-null or --csv-decimal replaces all three, '' clears"
         if remembered
         else "for this read only, over the card's declared types"
     )
@@ -91,6 +91,13 @@ def csv_read_args(p: argparse.ArgumentParser, *, remembered: bool = False) -> No
         metavar="TOKEN",
         help="also read TOKEN as null (blank cells, NA, null, NaN... always are); repeat for more "
         f"({nulls})",
+    )
+    decimal = "kept on the card" if remembered else "for this read only, instead of the card's"
+    p.add_argument(
+        "--csv-decimal",
+        dest="csv_decimal",
+        metavar="MARK",
+        help=f"the decimal mark of the CSV/TSV's numbers: ',' reads 1,5 as 1.5 ({decimal})",
     )
 
 

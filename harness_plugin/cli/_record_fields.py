@@ -76,25 +76,29 @@ def _fingerprint(args: argparse.Namespace) -> str:
 
 
 def table_read_field(args: argparse.Namespace) -> tuple[bool, dict[str, object] | None]:
-    """Whether `--csv-type` or `--csv-null` was given, and the card's `table_read` from them.
+    """Whether a `--csv-*` flag was given, and the card's `table_read` from the flags.
 
-    Either flag replaces both on a re-record; given only as '' they clear the card's (None).
+    Any of the flags (`--csv-type`, `--csv-null`, `--csv-decimal`) replaces all three on a
+    re-record; given only as '' they clear the card's (None).
 
     Raises:
         InvalidInput: a `COLUMN=TYPE` text, a type or a token is malformed (`cards.table_read`).
     """
     specs, nulls = getattr(args, "csv_types", None), getattr(args, "csv_nulls", None)
-    if specs is None and nulls is None:
+    decimal = getattr(args, "csv_decimal", None)
+    if specs is None and nulls is None and decimal is None:
         return False, None
-    read = call_read(specs, nulls)
-    return True, None if read is None else msgspec.structs.asdict(read)
+    read = call_read(specs, nulls, decimal)
+    return True, None if read is None else msgspec.to_builtins(read)
 
 
-def call_read(specs: list[str] | None, nulls: list[str] | None) -> TableRead | None:
+def call_read(
+    specs: list[str] | None, nulls: list[str] | None, decimal: str | None = None
+) -> TableRead | None:
     """Declared read options from the flags' texts ('' entries ignored), checked.
 
     Raises:
-        InvalidInput: a `COLUMN=TYPE` text, a type or a token is malformed.
+        InvalidInput: a `COLUMN=TYPE` text, a type, a token or the decimal mark is malformed.
     """
     types = parse_type_specs(specs or [])
-    return table_read(types, [n for n in nulls or [] if n != ""])
+    return table_read(types, [n for n in nulls or [] if n != ""], decimal or None)

@@ -83,7 +83,8 @@ def test_decimal_commas_stay_text_and_are_named(ws, store):
     ]
     said = (
         "values are separated by ';', not commas (the header has no comma); columns 'dose', "
-        "'pair' hold numbers with a decimal comma (such as 1,5), read as text"
+        "'pair' hold numbers with a decimal comma (such as 1,5), read as text: declare the decimal "
+        "comma (--csv-decimal ,) to read them as numbers"
     )
     assert said in info.notes and said in recorded.warnings
     result = read_slice(located.source, SliceRequest(where="dose = '-2,25'"))

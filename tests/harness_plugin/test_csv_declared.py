@@ -18,7 +18,9 @@ import pyarrow as pa
 import pytest
 from host_helpers import call_tool, write_config
 
+from cards.errors import InvalidInput
 from cards.results import ResolveResult
+from cards.table_read import TableRead, merged, table_read
 from harness_plugin.cli import main
 from harness_plugin.notebook import open_store
 from rlm_client import read_slice as kernel_slice
@@ -224,3 +226,71 @@ def test_diff_says_how_two_experiments_are_read(project, capsys):
     assert fields["query"] == ("select * from t.csv", "other")
     assert main(["diff", plain, declared["experiment_id"]]) == 0
     assert "rows: unknown -> unknown" in capsys.readouterr().out
+
+
+def semicolons() -> bytes:
+    """A spreadsheet's "CSV" where the decimal mark is a comma: `;` between values."""
+    lines = ["id;dose;site"]
+    lines += [f"{i};{i // 3},{i % 100:02d};s,{i % 4}" for i in range(ROWS)]
+    return ("\r\n".join(lines) + "\r\n").encode()
+
+
+def test_a_declared_decimal_comma_reaches_the_cli_the_notebook_and_a_kernel(project, capsys):
+    tmp, exports = project
+    data = semicolons()
+    (exports / "eu.csv").write_bytes(data)
+    want = [float(f"{i // 3}.{i % 100:02d}") for i in range(ROWS)]  # as a point would write it
+
+    code, out = record(capsys, "eu.csv")
+    assert code == 0, out
+    exp = out["experiment_id"]
+    assert any("'dose' holds numbers with a decimal comma" in w for w in out["warnings"])
+    assert run(capsys, "show", exp)[1]["table"]["fields"][1]["type"] == "string"
+    code, out = record(capsys, "eu.csv", "--csv-decimal", ",")
+    assert code == 0 and out["changed"] == ["table_read"], out
+    code, shown = run(capsys, "show", exp)
+    assert shown["card"]["table_read"] == {"types": {}, "nulls": [], "decimal": ","}
+    assert [f["type"] for f in shown["table"]["fields"]] == ["int64", "double", "string"]
+    assert not any("decimal comma" in n for n in shown["table"]["notes"])
+    assert main(["show", exp]) == 0 and "csv decimal ','" in capsys.readouterr().out
+
+    code, sliced = run(capsys, "slice", exp, "--where", "dose >= 999.98", "--columns", "id")
+    assert code == 0 and sliced["rows"] == sum(1 for v in want if v >= 999.98)
+    store = open_store()
+    assert store.read_slice(exp, ["dose"]).column("dose").to_pylist() == want
+    assert store.read_slice(exp, ["site"], limit=2).column("site").to_pylist() == ["s,0", "s,1"]
+    raw = call_tool(tmp, "memory_artifact_resolve", {"experiment_id": exp})
+    piece = kernel_slice(msgspec.convert(raw, ResolveResult), columns=["dose"], limit=ROWS)
+    assert piece.table.column("dose").to_pylist() == want
+
+    # A read overrides it for itself; the card keeps it.
+    point = store.read_slice(exp, ["dose"], limit=2, csv_decimal=".")
+    assert point.column("dose").to_pylist() == ["0,00", "0,01"]
+    kernel = kernel_slice(msgspec.convert(raw, ResolveResult), columns=["dose"], csv_decimal=".")
+    assert kernel.table.column("dose").to_pylist()[:2] == ["0,00", "0,01"]
+    assert store.read_slice(exp, ["dose"], limit=1).column("dose").to_pylist() == [0.0]
+
+    pd = pytest.importorskip("pandas")  # not a dependency: checked where it is installed
+    frame = pd.read_csv(io.BytesIO(data), sep=";", decimal=",")
+    pd.testing.assert_frame_equal(store.to_pandas(exp), frame, check_dtype=False)
+
+
+@pytest.mark.parametrize("mark", [";", "point", ",,"])
+def test_a_decimal_mark_is_a_point_or_a_comma(project, capsys, mark):
+    _, exports = project
+    (exports / "t.csv").write_bytes(b"a;b\n1;2,5\n")
+    code, out = record(capsys, "t.csv", "--csv-decimal", mark)
+    assert code == 1 and out["error"]["code"] == "input.invalid"
+    assert "the decimal mark must be '.' or ','" in out["error"]["message"]
+    with pytest.raises(InvalidInput, match="the decimal mark must be"):
+        table_read(decimal=mark)
+
+
+def test_a_card_declaring_no_decimal_mark_keeps_its_bytes():
+    """Cards written before the decimal mark existed encode as they did (no `decimal` key)."""
+    read = table_read({"x": "float"}, ["NA"])
+    assert msgspec.json.encode(read) == b'{"types":{"x":"float64"},"nulls":["NA"]}'
+    assert msgspec.json.decode(msgspec.json.encode(read), type=TableRead) == read
+    assert merged(read, table_read(decimal=",")) == TableRead(
+        types={"x": "float64"}, nulls=["NA"], decimal=","
+    )
