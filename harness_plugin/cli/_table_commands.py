@@ -194,12 +194,12 @@ def _slice(
         request = msgspec.structs.replace(request, limit=capped)
     result = read_slice(source, request, limits=limits)
     file_bytes = None
+    asked = result.truncated_reason == _ROW_LIMIT and result.rows == request.limit
     if args.out:
-        data = _encode(result, fmt)
+        data = render_table(result, asked).encode("utf-8")  # other formats are exports
         _write_atomically(args.out, data, outside)
         file_bytes = len(data)
     elif not args.json:
-        asked = result.truncated_reason == _ROW_LIMIT and result.rows == request.limit
         text = render_table(result, asked) if fmt == "table" else _encode(result, fmt)
         _write_out(out, text.encode("utf-8") if isinstance(text, str) else text)
     facts: dict[str, object] = {

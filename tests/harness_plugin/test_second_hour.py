@@ -65,6 +65,22 @@ def test_a_limit_reached_as_asked_is_not_called_truncated(cli, capsys):
     assert "(1000 rows, truncated)" in captured.out and "stopped at the row_limit" in captured.err
 
 
+def test_a_text_file_of_the_rows_asked_is_not_called_truncated_and_json_says_more_may_match(
+    cli, capsys, tmp_path
+):
+    exp = cli("r.parquet", _table())
+    out = tmp_path / "five.txt"
+    assert main(["slice", exp, "--columns", "k", "--limit", "5", "--out", str(out)]) == 0
+    assert out.read_text().endswith("(5 rows)\n") and "stopped" not in str(capsys.readouterr())
+    whole = tmp_path / "whole.txt"
+    assert main(["slice", exp, "--columns", "k", "--out", str(whole)]) == 0  # the bound cut it
+    assert whole.read_text().endswith("(1000 rows, truncated)\n")
+    assert "stopped at the row_limit" in capsys.readouterr().out  # with --out, said on stdout
+    assert main(["slice", exp, "--columns", "k", "--limit", "5", "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)  # a script pages on while this says so
+    assert facts["rows"] == 5 and facts["truncated"] and facts["truncated_reason"] == "row_limit"
+
+
 def test_a_limit_above_the_stdout_bound_is_capped_with_a_message(cli, capsys):
     exp = cli("r.parquet", _table())
     assert main(["slice", exp, "--columns", "k", "--limit", "200000", "--format", "csv"]) == 0
