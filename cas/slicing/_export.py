@@ -29,7 +29,7 @@ import msgspec
 import fsedge as _fs
 from cards.errors import InvalidInput, StoreIOError, TableUnreadable
 from cas.slicing._answer import Answer, Bounds
-from cas.slicing._collect import BYTE_BUDGET, ROW_LIMIT, collect, output_schema, read_schema
+from cas.slicing._collect import BYTE_BUDGET, ROW_LIMIT, collect, output_schema
 from cas.slicing._encoders import EXPORT_FORMATS, FileOutput, open_sink
 from cas.slicing._expr import Node, parse_filter
 from cas.slicing._formats import open_table, settle_types, type_notes
@@ -48,6 +48,7 @@ from cas.slicing._slice import (
     check_request,
     needed_columns,
     plan_scan,
+    refuse_as_planned,
     table_errors,
     with_card_read,
 )
@@ -186,7 +187,8 @@ def _export_in_child(
         try:
             scan = plan_scan(table_file.schema, request, node, limit)
         except InvalidInput:  # the caller plans again against the schema, and raises there
-            return Answer({"schema_only": True}, table_file.schema.serialize())
+            notes = type_notes(table_file)
+            return Answer({"schema_only": True, "notes": notes}, table_file.schema.serialize())
         schema = output_schema(table_file.schema, scan)
         sink = open_sink(fmt, output, schema, limits.table_bounds)
         collected = collect(table_file, scan, request.offset, limit, max_bytes, sink)
@@ -228,8 +230,7 @@ def _result(
     """What the child wrote, or the error its request meets against the schema."""
     value = answer.value if isinstance(answer.value, dict) else {}
     if value.get("schema_only") is True:
-        plan_scan(read_schema(answer.payload), request, node, limit)
-        raise TableUnreadable("the table's reader rejected a request its schema accepts")
+        refuse_as_planned(value, answer.payload, request, node, limit)
     reason, columns = value.get("reason"), value.get("columns")
     if (
         reason not in (None, ROW_LIMIT, BYTE_BUDGET)

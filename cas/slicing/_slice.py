@@ -22,12 +22,14 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
+from typing import NoReturn
 
 import msgspec
 import pyarrow as pa
 
 from cards.errors import (
     ArtifactError,
+    FilterTypeError,
     InvalidInput,
     LimitExceeded,
     TableTooLarge,
@@ -183,7 +185,8 @@ def _slice_in_child(
             try:
                 scan = plan_scan(table_file.schema, request, node, limit)
             except InvalidInput:  # the caller plans again against the schema, and raises there
-                return Answer({"schema_only": True}, table_file.schema.serialize())
+                notes = type_notes(table_file)
+                return Answer({"schema_only": True, "notes": notes}, table_file.schema.serialize())
             sink = IpcSink()
             try:
                 collected = collect(table_file, scan, request.offset, limit, max_bytes, sink)
@@ -225,8 +228,7 @@ def _result(
     """The slice the child answered, or the error its request meets against the schema."""
     value = answer.value if isinstance(answer.value, dict) else {}
     if value.get("schema_only") is True:
-        plan_scan(read_schema(answer.payload), request, node, limit)
-        raise TableUnreadable("the table's reader rejected a request its schema accepts")
+        refuse_as_planned(value, answer.payload, request, node, limit)
     reason, seen = value.get("reason"), value.get("batches")
     if reason not in (None, ROW_LIMIT, BYTE_BUDGET) or not isinstance(seen, int):
         raise TableUnreadable("the table's reader answered nonsense")
@@ -284,6 +286,37 @@ def _check_int(name: str, value: object, low: int, high: int) -> None:
         raise InvalidInput(f"{name} must be an integer of at least {low}")
     if value > high:
         raise LimitExceeded(f"{name} {value} is above the configured maximum of {high}", limit=high)
+
+
+def refuse_as_planned(
+    value: dict[str, object],
+    schema: bytes | memoryview,
+    request: SliceRequest,
+    node: Node | None,
+    limit: int,
+) -> NoReturn:
+    """Raise the error `request` meets against the schema a child answered with.
+
+    A filter that no longer types against a CSV column the child widened while reading (a
+    later value did not fit: `--where "x > 95"` once `x` holds "unknown") says how the column
+    was widened, from the child's notes, and how to keep its type.
+
+    Raises:
+        InvalidInput: what `plan_scan` raises against `schema`.
+        TableUnreadable: the request plans against `schema` (the child contradicted itself).
+    """
+    notes = value.get("notes")
+    try:
+        plan_scan(read_schema(schema), request, node, limit)
+    except FilterTypeError as exc:
+        if isinstance(notes, list) and notes and all(isinstance(n, str) for n in notes):
+            exc.message += (
+                f"; the table was read with wider types than its first block said "
+                f"({'; '.join(notes)}): compare as that type, or declare the column's type "
+                "and its null tokens (--csv-type, --csv-null)"
+            )
+        raise
+    raise TableUnreadable("the table's reader rejected a request its schema accepts")
 
 
 def plan_scan(schema: pa.Schema, request: SliceRequest, node: Node | None, limit: int) -> Scan:

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import re
 
-from cards.errors import TableTooLarge, TableUnreadable
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cards.errors import TableTooLarge, TableUnreadable, excerpt
 from cas.slicing._media import SEPARATED
 from cas.slicing._reader import VerifiedReader
 
@@ -20,6 +23,9 @@ _INT64 = range(-(2**63), 2**63)
 _BOM = b"\xef\xbb\xbf"
 _OTHER_DELIMITERS = {b";": "';'", b"\t": "tabs", b"|": "'|'"}
 _QUOTED = re.compile(rb'"(?:[^"]|"")*"')
+_MARKED = re.compile(rb"[0-9],[0-9]|[0-9]\.[0-9]{3}(?![0-9])")
+_COMMA_NUMBER = r"^[+-]?([0-9]*,)?[0-9]+$"
+_GROUPED_NUMBER = r"^[+-]?[1-9][0-9]{0,2}(\.[0-9]{3})+$"  # 0.125 groups nothing
 _FIRST_LINES = re.compile(rb"([^\r\n]*)(?:[\r\n]+([^\r\n]*))?")
 
 
@@ -75,6 +81,54 @@ def sniff_delimiter(head: bytes) -> tuple[bytes, str | None]:
         return b",", None
     name = _OTHER_DELIMITERS[delimiter]
     return delimiter, f"{SEPARATED}{name}, not commas (the header has no comma)"
+
+
+def maybe_marked(head: bytes) -> bool:
+    """Whether `head` holds a decimal comma (1,5) or a point before three digits (1.000)."""
+    return _MARKED.search(head) is not None
+
+
+def number_marks(batch: pa.RecordBatch, floats: set[str]) -> str:
+    """What a note says of numbers a locale that separates values by `;` marks otherwise.
+
+    `batch` holds a first block's text of columns inferred as text or (those in `floats`) as
+    floating point. A text column of numbers with a decimal comma (1,5) stays text: a comma
+    may as well part two integers, and a number read from text must be exact. A floating
+    column of numbers such as 1.000 or 12.500 is read with a decimal point, which such a
+    locale uses to group thousands: the note says so, and how to keep them as text.
+    """
+    commas, grouped = [], []
+    for name in batch.schema.names:
+        values = batch.column(name).drop_null()
+        if not len(values):
+            continue
+        if name in floats:
+            if pc.all(pc.match_substring_regex(values, _GROUPED_NUMBER)).as_py():
+                grouped.append(name)
+        elif (
+            pc.all(pc.match_substring_regex(values, _COMMA_NUMBER)).as_py()
+            and pc.any(pc.match_substring(values, ",")).as_py()
+        ):
+            commas.append(name)
+    said = ""
+    if commas:
+        said += (
+            f"; {_columns(commas)} numbers with a decimal comma (such as 1,5), read as text: "
+            "declare the decimal comma (--csv-decimal ,) to read them as numbers"
+        )
+    if grouped:
+        said += (
+            f"; {_columns(grouped)} numbers such as 1.000, read with a decimal point (1.0): "
+            "if the point groups thousands, declare the column as text (--csv-type NAME=string)"
+        )
+    return said
+
+
+def _columns(names: list[str]) -> str:
+    """'column 'a' holds' or 'columns 'a', 'b' and more hold', for a note."""
+    named = ", ".join(excerpt(name, 40) for name in names[:3])
+    more = " and more" if len(names) > 3 else ""
+    return f"columns {named}{more} hold" if len(names) > 1 else f"column {named} holds"
 
 
 _MAGIC = {

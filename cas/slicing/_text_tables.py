@@ -53,6 +53,8 @@ from cas.slicing._text_checks import (
     beyond_int64,
     check_header,
     check_quotes,
+    maybe_marked,
+    number_marks,
     sniff_delimiter,
     too_long,
 )
@@ -69,8 +71,6 @@ _DRIFT = re.compile(  # a timestamp's zone is a value that does not fit, too
 )
 _WIDER = {pa.int64(): pa.float64(), pa.float64(): pa.string()}
 _INTEGER = r"^[+-]?[0-9]+$"
-_DECIMAL_COMMA = re.compile(rb"[0-9],[0-9]")
-_NUMBER_OR_COMMA = r"^[+-]?([0-9]*,)?[0-9]+$"
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")  # int64 holds every integer of 18 digits
 
 
@@ -130,7 +130,11 @@ class CsvTable:
             inferred = pacsv.open_csv(pa.BufferReader(head), options, self._parse, nulls).schema
         binary = [f.name for f in inferred if pa.types.is_binary(f.type)]
         if binary:
-            raise TableUnreadable(f"column {excerpt(binary[0])} holds text that is not UTF-8")
+            raise TableUnreadable(
+                f"column {excerpt(binary[0])} holds text that is not UTF-8 (Latin-1 or a "
+                "Windows code page?): save the file as UTF-8 (a spreadsheet's 'CSV UTF-8') and "
+                "record it again"
+            )
         self.declared: dict[str, str] = {} if read is None else dict(read.types)
         """The declared type of each column the card (or the read) declares one for."""
         _check_declared(self.declared, inferred.names)
@@ -139,7 +143,7 @@ class CsvTable:
         """One line per column read wider than inferred: what it was inferred as, and why."""
         self._keep_long_integers(head, options)
         if self.delimiter_note is not None and self._decimal == ".":
-            self._note_decimal_commas(head, options)
+            self._note_number_marks(head, options)
         self._inferred = self.schema
         self.whole_file = reader.size <= WHOLE_FILE_BYTES
         """Whether every column is typed over the whole file before it is read."""
@@ -191,43 +195,32 @@ class CsvTable:
                     f"column {name!r} holds integers beyond int64: read as string, not double"
                 )
 
-    def _note_decimal_commas(self, head: bytes, options: pacsv.ReadOptions) -> None:
-        """Say which text columns of a CSV not separated by commas hold decimal-comma numbers.
+    def _note_number_marks(self, head: bytes, options: pacsv.ReadOptions) -> None:
+        """Add to the delimiter's note the columns whose numbers a locale may mark otherwise.
 
-        Such a file is often a spreadsheet's that writes 1,5 for 1.5. They stay text: a comma
-        may as well separate two integers, and a number read from text must be exact.
+        A CSV not separated by commas is often a spreadsheet's that writes 1,5 for 1.5 and
+        may write 1.000 for a thousand (`number_marks`).
         """
-        texts = [
+        names = [
             f.name
             for f in self.schema
-            if pa.types.is_string(f.type) and f.name not in self.declared
+            if (pa.types.is_string(f.type) or pa.types.is_floating(f.type))
+            and f.name not in self.declared
         ]
-        if not texts or _DECIMAL_COMMA.search(head) is None:
+        if not names or not maybe_marked(head):
             return
         convert = pacsv.ConvertOptions(
-            include_columns=list(dict.fromkeys(texts)),
-            column_types=dict.fromkeys(texts, pa.string()),
+            include_columns=list(dict.fromkeys(names)),
+            column_types=dict.fromkeys(names, pa.string()),
             strings_can_be_null=True,
             null_values=self._nulls,
         )
         with block_errors(self.block):  # the first block alone, as pyarrow typed it
             first = pacsv.open_csv(pa.BufferReader(head), options, self._parse, convert)
             batch = first.read_next_batch()
-        commas = [
-            name
-            for name in batch.schema.names
-            if (values := batch.column(name).drop_null())
-            and pc.all(pc.match_substring_regex(values, _NUMBER_OR_COMMA)).as_py()
-            and pc.any(pc.match_substring(values, ",")).as_py()
-        ]
-        if commas and self.delimiter_note is not None:
-            named = ", ".join(excerpt(name, 40) for name in commas[:3])
-            more = " and more" if len(commas) > 3 else ""
-            holds = "columns {} hold" if len(commas) > 1 else "column {} holds"
-            self.delimiter_note += (
-                f"; {holds.format(named + more)} numbers with a decimal comma (such as 1,5), "
-                "read as text: declare the decimal comma (--csv-decimal ,) to read them as numbers"
-            )
+        floats = {f.name for f in self.schema if pa.types.is_floating(f.type)}
+        if self.delimiter_note is not None:
+            self.delimiter_note += number_marks(batch, floats)
 
     @property
     def typed_whole_file(self) -> bool:

@@ -148,3 +148,58 @@ def test_a_table_written_with_any_one_delimiter_reads_back_its_header(delimiter,
     sniffed, note = sniff_delimiter(text.getvalue().encode())
     assert sniffed == delimiter.encode()
     assert (note is None) == (delimiter == ",")
+
+
+def test_a_filter_that_no_longer_types_after_a_widening_says_why(ws, store, tmp_path):
+    """Past the whole-file bound a column is widened when a late value does not fit: a filter
+    written for the first block's type then fails, and says which value widened what."""
+    from cards.errors import FilterTypeError
+    from cas.slicing._export import export_slice
+
+    rows = WHOLE_FILE_BYTES // 9
+    lines = [b"id,x\n"]
+    lines += [b"%d,%d\n" % (i, i % 100) for i in range(rows - 10)]
+    lines += [b"%d,unknown\n" % i for i in range(rows - 10, rows)]
+    data = b"".join(lines)
+    assert len(data) > WHOLE_FILE_BYTES
+    _, located = record(ws, store, data)
+    first = read_slice(located.source, SliceRequest(where="x > 95", limit=3))
+    assert first.table.column("id").to_pylist() == [96, 97, 98]  # the first block's int64
+    with pytest.raises(FilterTypeError) as late:  # the slice met "unknown" and widened x
+        read_slice(located.source, SliceRequest(where="x > 95", offset=rows // 25 - 5, limit=10))
+    assert "does not fit a column of type string" in late.value.message
+    assert "wider types than its first block said" in late.value.message
+    assert "column 'x' holds 'unknown'" in late.value.message and "--csv-type" in late.value.message
+    with pytest.raises(FilterTypeError) as exported:
+        export_slice(located.source, SliceRequest(where="x > 95"), str(tmp_path / "x.csv"), "csv")
+    assert "wider types than its first block said" in exported.value.message
+
+
+def test_a_latin_1_column_is_refused_saying_what_to_do(ws, store):
+    from cards.errors import TableUnreadable
+
+    _, located = record(ws, store, "Patient;Dosis\r\nJosé;1\r\n".encode("latin-1"))
+    with pytest.raises(TableUnreadable) as refused:
+        read_slice(located.source, SliceRequest(columns=("Dosis",)))
+    assert "column 'Patient' holds text that is not UTF-8" in refused.value.message
+    assert "save the file as UTF-8" in refused.value.message
+
+
+def test_points_that_may_group_thousands_are_named_in_a_semicolon_csv(ws, store):
+    recorded, located = record(
+        ws, store, b"a;b;c\r\n1.000;0.125;x\r\n2.500;0.250;y\r\n12.000;1;z\r\n"
+    )
+    info = describe(located.source)
+    assert [(f.name, f.type) for f in info.fields] == [
+        ("a", "double"),
+        ("b", "double"),
+        ("c", "string"),
+    ]
+    said = (
+        "; column 'a' holds numbers such as 1.000, read with a decimal point (1.0): if the point "
+        "groups thousands, declare the column as text (--csv-type NAME=string)"
+    )
+    assert any(n.endswith(said) for n in info.notes)
+    assert any(w.endswith(said) for w in recorded.warnings)
+    _, plain = record(ws, store, b"a,b\n1.000,2\n")  # a comma CSV: a point is a decimal point
+    assert not any("groups thousands" in n for n in describe(plain.source).notes)
