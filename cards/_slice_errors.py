@@ -50,6 +50,11 @@ class UnknownColumn(InvalidInput):
                 f"the table has {repeats} columns named {excerpt(column)}{where}, which a slice "
                 f"cannot tell apart; name only other columns; available: {shown}"
             )
+            if column == "":  # a spreadsheet's title line above the header reads so
+                message += (
+                    "; if the file's first line is a title above the header, remove it and "
+                    "record the file again"
+                )
         else:
             message = f"no single column named {excerpt(column)}{where}; available: {shown}"
         super().__init__(message)

@@ -62,6 +62,7 @@ from cas.slicing._text_checks import (
 MAX_BLOCK_BYTES = 4 << 20
 MIN_BLOCK_BYTES = 64 << 10
 READ_AHEAD_BLOCKS = 33  # pyarrow's CSV read-ahead queue (32), and the block being parsed
+_RAGGED = " columns, got "  # pyarrow's "Expected 3 columns, got 2"
 _STRADDLES = "straddl"  # pyarrow's word for a row or value that does not fit in one block
 WHOLE_FILE_BYTES = 8 << 20
 """A CSV this small is typed over the whole file before a slice (a pass of about 0.1 s)."""
@@ -363,7 +364,7 @@ def block_errors(block: int, reader: VerifiedReader | None = None) -> Iterator[N
             raise TypeDrift(
                 f"column #{column} {found}, which does not fit {dtype}", int(column), found, value
             ) from exc
-        raise TableUnreadable(
-            f"the table cannot be read: {message} (column types are inferred from the first "
-            f"{block} bytes)"
-        ) from exc
+        hint = f"column types are inferred from the first {block} bytes"
+        if _RAGGED in message:  # pyarrow counts rows from the header's, as row 1
+            hint = "every row must hold as many values as the header names; quote a delimiter"
+        raise TableUnreadable(f"the table cannot be read: {message} ({hint})") from exc

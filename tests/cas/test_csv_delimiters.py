@@ -203,3 +203,25 @@ def test_points_that_may_group_thousands_are_named_in_a_semicolon_csv(ws, store)
     assert any(w.endswith(said) for w in recorded.warnings)
     _, plain = record(ws, store, b"a,b\n1.000,2\n")  # a comma CSV: a point is a decimal point
     assert not any("groups thousands" in n for n in describe(plain.source).notes)
+
+
+def test_a_title_line_above_the_header_is_named_as_the_likely_cause(ws, store):
+    from cards.errors import UnknownColumn
+
+    _, located = record(ws, store, b"Report of trial 7,,,\nid,dose,site,note\n1,2.5,a,x\n")
+    with pytest.raises(UnknownColumn) as refused:
+        read_slice(located.source, SliceRequest())
+    assert "the table has 3 columns named ''" in refused.value.message
+    assert "a title above the header, remove it" in refused.value.message
+    assert read_slice(located.source, SliceRequest(columns=("Report of trial 7",))).rows == 2
+
+
+def test_a_ragged_row_says_rows_must_match_the_header(ws, store):
+    from cards.errors import TableUnreadable
+
+    _, located = record(ws, store, b"a,b,c\n1,2,3\n4,5\n")
+    with pytest.raises(TableUnreadable) as refused:
+        read_slice(located.source, SliceRequest())
+    assert "Expected 3 columns, got 2" in refused.value.message
+    assert "every row must hold as many values as the header names" in refused.value.message
+    assert "inferred from the first" not in refused.value.message
