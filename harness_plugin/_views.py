@@ -7,11 +7,13 @@ definition for both, and the CLI loads no pydantic.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import msgspec
 
+from cards.errors import InvalidInput, excerpt
 from cards.policy import HitSource
 from cards.results import ArtifactView, CardView, RecordResult, ResolveResult, SearchHit
 
@@ -310,3 +312,38 @@ def sync_lines(view: dict[str, object]) -> list[str]:
     if view["last_error"]:
         lines.append(f"  last error: {view['last_error']}")
     return lines
+
+
+@dataclass(frozen=True, slots=True)
+class ListFilter:
+    """Which experiments `list` and the catalog page show: every given condition must hold.
+
+    Tags match by casefold, as search's exact tag matches do.
+    """
+
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    since: datetime | None = None
+    media_type: str | None = None
+
+    def admits(self, card: ExperimentCardV1) -> bool:
+        """Whether `card` meets every condition."""
+        return (
+            all(tag.casefold() in {t.casefold() for t in card.tags} for tag in self.tags)
+            and (self.source is None or card.source == self.source)
+            and (self.since is None or card.created_at >= self.since)
+            and (self.media_type is None or card.artifact.media_type == self.media_type)
+        )
+
+
+def parse_since(text: str) -> datetime:
+    """`YYYY-MM-DD` as the start of that day in UTC.
+
+    Raises:
+        InvalidInput: `text` is not a calendar date in that form.
+    """
+    try:
+        day = datetime.strptime(text, "%Y-%m-%d")
+    except ValueError:
+        raise InvalidInput(f"since must be a date YYYY-MM-DD, got {excerpt(text)}") from None
+    return day.replace(tzinfo=UTC)

@@ -142,10 +142,10 @@ def list_experiments(args: argparse.Namespace) -> Outcome:
     from harness_plugin.cli import _listing
 
     _, store = start(args)
-    wanted = _listing.ListFilter(
+    wanted = _views.ListFilter(
         tags=tuple(args.tags),
         source=args.source,
-        since=None if args.since is None else _listing.parse_since(args.since),
+        since=None if args.since is None else _views.parse_since(args.since),
         media_type=args.media_type,
     )
     view = _listing.list_view(store, wanted)

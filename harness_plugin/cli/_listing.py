@@ -6,13 +6,12 @@ import hashlib
 import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from cards import ExperimentCardV1, InvalidInput, excerpt
+from cards import ExperimentCardV1, InvalidInput
 from cards.errors import IntegrityError
 from cas import Store
 from fsedge import SHARED_FILE_MODE, write_new
+from harness_plugin import _views
 from harness_plugin._views import human_size, iso
 
 CHUNK_BYTES = 1 << 20
@@ -33,42 +32,10 @@ _SUFFIXES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ListFilter:
-    """Which experiments `list` shows: every given condition must hold."""
-
-    tags: tuple[str, ...] = ()
-    source: str | None = None
-    since: datetime | None = None
-    media_type: str | None = None
-
-    def admits(self, card: ExperimentCardV1) -> bool:
-        """Whether `card` meets every condition."""
-        return (
-            all(tag in card.tags for tag in self.tags)
-            and (self.source is None or card.source == self.source)
-            and (self.since is None or card.created_at >= self.since)
-            and (self.media_type is None or card.artifact.media_type == self.media_type)
-        )
-
-
-def parse_since(text: str) -> datetime:
-    """`YYYY-MM-DD` as the start of that day in UTC.
-
-    Raises:
-        InvalidInput: `text` is not a calendar date in that form.
-    """
-    try:
-        day = datetime.strptime(text, "%Y-%m-%d")
-    except ValueError:
-        raise InvalidInput(f"--since must be a date YYYY-MM-DD, got {excerpt(text)}") from None
-    return day.replace(tzinfo=UTC)
-
-
 # -- list ---------------------------------------------------------------------------------
 
 
-def list_view(store: Store, wanted: ListFilter) -> dict[str, object]:
+def list_view(store: Store, wanted: _views.ListFilter) -> dict[str, object]:
     """The project's matching experiments, newest first, with skipped cards counted."""
     scan = store.scan_cards()
     cards = sorted(

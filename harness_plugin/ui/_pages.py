@@ -15,6 +15,7 @@ from cards.lineage import ancestry, derived_freshness
 from cas import LocalCatalog, Store
 from cas.slicing import SliceLimits, SliceRequest, TableInfo, describe, read_slice
 from harness_plugin import _diff
+from harness_plugin._views import ListFilter, parse_since
 from harness_plugin.ui import _charts
 from harness_plugin.ui._html import Href, card_fields, experiment_rows, h, preview_table, table
 
@@ -68,13 +69,12 @@ def home(site: Site, query: dict[str, str], href: Href) -> tuple[str, str]:
 
 def _filtered(cards: Sequence[ExperimentCardV1], query: dict[str, str]) -> list[ExperimentCardV1]:
     tag, source, since = query.get("tag"), query.get("source"), query.get("since")
-    chosen = [
-        c
-        for c in cards
-        if (not tag or tag in c.tags)
-        and (not source or c.source == source)
-        and (not since or c.created_at.date().isoformat() >= since)
-    ]
+    wanted = ListFilter(
+        tags=(tag,) if tag else (),
+        source=source or None,
+        since=parse_since(since) if since else None,
+    )
+    chosen = [c for c in cards if wanted.admits(c)]
     sort = query.get("sort", "created")
     key = _SORTS.get(sort, _SORTS["created"])
     descending = query.get("order", "desc" if sort == "created" else "asc") == "desc"

@@ -86,6 +86,7 @@ def test_list_is_newest_first_with_filters(env, three):
     assert newest["available_locally"] is True and newest["created_at"].endswith("Z")
     assert _ids(env, "--tag", "dose") == [second, first]
     assert _ids(env, "--tag", "dose", "--tag", "pk") == [first]  # all tags must match
+    assert _ids(env, "--tag", "DOSE") == [second, first]  # by casefold, as search matches tags
     assert _ids(env, "--source", "warehouse") == [third, first]
     assert _ids(env, "--media-type", "application/octet-stream") == [second]
     assert _ids(env, "--since", "2000-01-01") == [third, second, first]

@@ -79,3 +79,13 @@ def test_the_experiment_page_carries_freshness_down_the_lineage(ui):
     assert catalog.ids["dose.parquet"][:16] in body  # a parent in the lineage graph
     _, _, body = _get(process.page(f"/e/{summary}?v=v1"))
     assert 'id="freshness">fresh<' in body
+
+
+def test_the_list_filters_as_artmem_list_does(ui):
+    process, catalog = ui
+    status, _, body = _get(process.page("/?tag=COHORT"))  # tags by casefold, as list and search
+    assert status == 200 and f"{len(catalog.ids)} experiments" in body
+    status, _, body = _get(process.page("/?since=2999-01-01"))
+    assert status == 200 and "0 experiments" in body
+    status, _, body = _get(process.page("/?since=yesterday"))
+    assert status == 400 and "since must be a date YYYY-MM-DD" in body
