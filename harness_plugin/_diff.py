@@ -21,6 +21,7 @@ from cas.slicing import SliceLimits, SliceRequest, TableInfo, describe, read_sli
 from harness_plugin._views import iso, printable
 
 MAX_LISTED = 100  # rows listed per kind of change; the counts are always complete
+_SHOWN_ROWS = 20  # of each kind, in the text a person reads
 _CARD_FIELDS = ("title", "summary", "source", "source_version", "tags", "columns", "shape")
 
 
@@ -218,12 +219,19 @@ def diff_lines(view: dict[str, object]) -> list[str]:
             f"rows by {printable(str(diff['key']))}: {counts['added']} added, "
             f"{counts['removed']} removed, {counts['changed']} changed"
         )
-        for change in diff["changed"][:20]:
+        key = diff["key"]
+        for sign, kind in (("+", "added"), ("-", "removed")):
+            for row in diff[kind][:_SHOWN_ROWS]:
+                cells = ", ".join(f"{printable(c)} {_shown(v)}" for c, v in row.items() if c != key)
+                lines.append(f"  {sign} {_shown(row.get(key))}: {cells}")
+        for change in diff["changed"][:_SHOWN_ROWS]:
             cells = ", ".join(
                 f"{printable(c)} {_shown(v[0])} -> {_shown(v[1])}"
                 for c, v in change["columns"].items()
             )
-            lines.append(f"  {_shown(change['key'])}: {cells}")
+            lines.append(f"  ~ {_shown(change['key'])}: {cells}")
+        if any(n > _SHOWN_ROWS for n in counts.values()):
+            lines.append(f"  (at most {_SHOWN_ROWS} of each here; --json lists {MAX_LISTED})")
     return lines
 
 

@@ -44,6 +44,7 @@ def cli(tmp_path, monkeypatch, capsys):
 
     run.record = record  # type: ignore[attr-defined]
     run.exports = exports  # type: ignore[attr-defined]
+    run.capsys = capsys  # type: ignore[attr-defined]
     return run
 
 
@@ -123,6 +124,13 @@ def test_the_row_diff_by_key(cli):
     assert rows["counts"]["changed"] == len(changed)
     listed = {c["key"]: set(c["columns"]) for c in rows["changed"]}
     assert all(listed[k] == changed[k] for k in listed)
+    assert main(["diff", ida, idb, "--rows", "--key", "id"]) == 0  # the text lists them too
+    text = cli.capsys.readouterr().out.partition("rows by id:")[2].splitlines()
+    assert [line.split(":")[0] for line in text if line.startswith(("  +", "  -"))] == [
+        "  + 300",
+        "  - 0",
+    ]
+    assert sum(line.startswith("  ~ ") for line in text) == min(len(changed), 20)
     code, view = cli("diff", ida, idb, "--rows", "--key", "nope")
     assert code == 1 and view["error"]["code"] == "slice.unknown_column"
     code, view = cli("diff", ida, idb, "--rows")
