@@ -113,7 +113,12 @@ def show_args(p: argparse.ArgumentParser) -> None:
 
 def slice_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiment_id", help=EXP_HELP)
-    p.add_argument("--columns", help="comma-separated columns (default: all)")
+    p.add_argument(
+        "--columns",
+        action="append",
+        help="comma-separated columns, repeatable; quote a name holding a comma or spaces as in "
+        "--where: --columns 'id,\"dose, mg\"' (default: all)",
+    )
     p.add_argument("--where", help='filter, e.g. "cohort in (1, 2) and dose >= 10"')
     p.add_argument(
         "--limit",

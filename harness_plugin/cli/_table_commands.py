@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 import msgspec
@@ -24,6 +24,7 @@ from cards import (
     InvalidFilter,
     InvalidInput,
     UnknownColumn,
+    excerpt,
 )
 from cards.errors import LimitExceeded
 from cas import Store
@@ -237,13 +238,53 @@ def _write_out(out: TextIO, data: bytes) -> None:
         view = view[os.write(fd, view[:_WRITE_BYTES]) :]
 
 
-def _columns(text: str | None) -> tuple[str, ...] | None:
-    if text is None:
+def _columns(texts: list[str] | None) -> tuple[str, ...] | None:
+    """The names of every `--columns` given, in order.
+
+    Names are separated by commas; a name in double quotes (`"dose, mg"`, `""` for a quote)
+    is taken as it is, spaces and commas included, as `--where` takes it; others are stripped.
+
+    Raises:
+        InvalidInput: a name is empty, or a quoted name is not closed where it ends.
+    """
+    if texts is None:
         return None
-    names = tuple(name.strip() for name in text.split(","))
-    if not all(names):
-        raise InvalidInput("--columns takes comma-separated, non-empty column names")
-    return names
+    return tuple(name for text in texts for name in _names(text))
+
+
+def _names(text: str) -> Iterator[str]:
+    at = 0
+    while True:
+        start = len(text) - len(text[at:].lstrip())
+        if text.startswith('"', start):
+            end, name = _quoted(text, start)
+            comma = text.find(",", end)
+            if text[end : None if comma < 0 else comma].strip():
+                raise InvalidInput(
+                    f"--columns {excerpt(text)}: a quoted name must end with its quote, before "
+                    """a comma or the end: --columns 'id,"dose, mg"'"""
+                )
+        else:
+            comma = text.find(",", start)
+            name = text[start : None if comma < 0 else comma].strip()
+        if not name:
+            raise InvalidInput("--columns takes comma-separated, non-empty column names")
+        yield name
+        if comma < 0:
+            return
+        at = comma + 1
+
+
+def _quoted(text: str, start: int) -> tuple[int, str]:
+    """Where the quoted name opening at `start` ends, and the name (`""` is a quote)."""
+    parts, at = [], start + 1
+    while (close := text.find('"', at)) >= 0:
+        parts.append(text[at:close])
+        if not text.startswith('"', close + 1):
+            return close + 1, "".join(parts)
+        parts.append('"')
+        at = close + 2
+    raise InvalidInput(f"--columns {excerpt(text)}: a quote is never closed")
 
 
 def _encode(result: SliceResult, fmt: str) -> bytes:

@@ -274,3 +274,23 @@ def test_the_tool_schema_follows_the_wire():
 
     fields = json_schema(SearchHit)["properties"]
     assert {"source", "origin"} <= set(fields) and "data_source" not in fields
+
+
+def test_columns_with_commas_or_spaces_are_quoted_and_columns_repeats(cli, capsys):
+    table = pa.table({"id": [1, 2], "dose, mg": [0.5, 1.5], " padded ": ["a", "b"], 'q"t': [7, 8]})
+    exp = cli("odd.parquet", table)
+
+    def columns(*flags: str) -> list[str]:
+        assert main(["slice", exp, *flags, "--json"]) == 0, capsys.readouterr()
+        return json.loads(capsys.readouterr().out)["columns"]
+
+    assert columns("--columns", 'id, "dose, mg"') == ["id", "dose, mg"]
+    assert columns("--columns", '" padded ",id', "--columns", '"q""t"') == [" padded ", "id", 'q"t']
+    for bad, words in [
+        (['"dose, mg'], "a quote is never closed"),
+        (['"dose" mg'], "must end with its quote"),
+        (["id,,x"], "non-empty column names"),
+        (["id", "--columns", "id"], "a column is requested more than once"),
+    ]:
+        assert main(["slice", exp, "--columns", *bad, "--json"]) == 1
+        assert words in json.loads(capsys.readouterr().out)["error"]["message"]
