@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cards import ExperimentCardV1, InvalidInput, UnknownParent, excerpt
+from cards.errors import ExperimentNotFound
 from cards.lineage import (
     Ancestry,
     DerivedVerdict,
@@ -23,6 +24,8 @@ from cas import Store
 from harness_plugin import _shortids
 from harness_plugin._views import iso, printable
 
+_ONLY_OWN = "a result may only be derived from experiments recorded in its own project"
+
 
 def check_parents(store: Store, parents: Sequence[str], *, short: bool = False) -> list[str]:
     """The full ids of `parents`, each proven an experiment of `store`'s project.
@@ -34,15 +37,17 @@ def check_parents(store: Store, parents: Sequence[str], *, short: bool = False) 
         InvalidInput: a parent is named twice.
         UnknownParent: a parent is not a card of this project.
     """
-    ids = [_shortids.expand(store, p) if short else p for p in parents]
+    try:
+        ids = [_shortids.expand(store, p) if short else p for p in parents]
+    except ExperimentNotFound as exc:  # a prefix of no card: as a full id of none is said
+        raise UnknownParent(f"{exc.message}; {_ONLY_OWN}") from exc
     if len(set(ids)) != len(ids):
         raise InvalidInput("derived_from names the same parent twice")
     loaded = store.load_cards(ids) if ids else []
     for parent, card in zip(ids, loaded, strict=True):
         if card is None:
             raise UnknownParent(
-                f"parent {excerpt(parent)} is not an experiment of this project; a result "
-                "may only be derived from experiments recorded in its own project"
+                f"parent {excerpt(parent)} is not an experiment of this project; {_ONLY_OWN}"
             )
     return ids
 

@@ -119,7 +119,7 @@ def open_store(
         UnknownProject: `project` is not configured, or no project root holds `cwd`.
     """
     loaded = load_config(config)
-    project_id = loaded.project_for(cwd or os.getcwd(), project)
+    project_id = loaded.project_for(cwd or os.getcwd(), project, naming="pass project=ID")
     return NotebookStore(loaded, build_store(loaded, project_id, read_only=True))
 
 

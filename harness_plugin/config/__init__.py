@@ -138,8 +138,12 @@ class Config(Section, frozen=True):
         """The limits in force."""
         return self.limits.resolve()
 
-    def project_for(self, cwd: str, explicit: str | None = None) -> ProjectId:
+    def project_for(
+        self, cwd: str, explicit: str | None = None, *, naming: str = "pass --project ID"
+    ) -> ProjectId:
         """The project of a caller: `explicit` if given, else the longest root holding `cwd`.
+
+        `naming` says how this caller names a project, for the error of a `cwd` in none.
 
         Raises:
             UnknownProject: `explicit` is not configured, or no project root holds `cwd`.
@@ -153,7 +157,7 @@ class Config(Section, frozen=True):
         if not matches:
             raise UnknownProject(
                 "the working directory is inside no configured project root; "
-                "run from a project directory or pass --project ID"
+                f"run from a project directory or {naming}"
             )
         best = max(matches, key=lambda p: len(_parts(_real(p.root))))
         return ProjectId(best.id)

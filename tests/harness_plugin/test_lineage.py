@@ -80,6 +80,11 @@ def test_a_parent_of_no_card_here_is_refused(cli, tmp_path):
     assert code == 1 and view["error"]["code"] == "lineage.unknown_parent"
     code, view = cli("record", "--session", "s1", "x.txt", "--title", "T", "--summary", "S",
                      "--query-fingerprint", fingerprint("x"), "--source", "w",
+                     "--source-version", "v1", "--derived-from", "aaaaaaaaaaaa")  # fmt: skip
+    assert code == 1 and view["error"]["code"] == "lineage.unknown_parent"  # a prefix, alike
+    assert "no experiment of this project starts with" in view["error"]["message"]
+    code, view = cli("record", "--session", "s1", "x.txt", "--title", "T", "--summary", "S",
+                     "--query-fingerprint", fingerprint("x"), "--source", "w",
                      "--source-version", "v1", *["--derived-from", a] * 2)  # fmt: skip
     assert code == 1 and view["error"]["code"] == "input.invalid"
     code, listed = cli("list")

@@ -164,8 +164,9 @@ def test_a_store_that_has_recorded_nothing_is_not_created(tmp_path, monkeypatch)
 
 def test_the_project_comes_from_the_id_or_the_directory(workspace, tmp_path):
     assert open_store("trial-analysis", cwd="/").project_id == "trial-analysis"
-    with pytest.raises(UnknownProject):
+    with pytest.raises(UnknownProject) as outside:
         open_store(cwd="/")
+    assert "pass project=ID" in outside.value.message and "--project" not in outside.value.message
     with pytest.raises(UnknownProject):
         open_store("elsewhere")
 
