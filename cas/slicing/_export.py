@@ -190,7 +190,7 @@ def _export_in_child(
             notes = type_notes(table_file)
             return Answer({"schema_only": True, "notes": notes}, table_file.schema.serialize())
         schema = output_schema(table_file.schema, scan)
-        sink = open_sink(fmt, output, schema, limits.table_bounds)
+        sink = open_sink(fmt, output, schema, limits.table_bounds, table_file.schema)
         collected = collect(table_file, scan, request.offset, limit, max_bytes, sink)
         collected.finish()
         output.close()
