@@ -288,22 +288,21 @@ def _quoted(text: str, start: int) -> tuple[int, str]:
 
 
 def _encode(result: SliceResult, fmt: str) -> bytes:
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
+    """A slice held in memory as CSV or JSON Lines for stdout, as an export writes them.
 
+    (Parquet needs `--out`, which streams it; the aligned table is `render_table`'s.)
+    """
     sink = io.BytesIO()
-    if fmt == "parquet":
-        pq.write_table(result.table, sink)
-    elif fmt == "csv":
+    if fmt == "csv":
+        import pyarrow.csv as pacsv
+
         with refused_columns(fmt):  # a list or struct column, as an export to a file says
             pacsv.write_csv(result.table, sink)
-    elif fmt == "jsonl":
+    else:
         from cas.slicing._encoders import json_lines  # what an export to a file writes
 
         for batch in result.table.to_batches():
             sink.write(json_lines(batch))
-    else:
-        return render_table(result).encode("utf-8")
     return sink.getvalue()
 
 
