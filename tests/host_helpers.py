@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from harness_plugin.config import config_from_mapping
 
 KEY = "host-test-key-91c2"
@@ -83,6 +85,16 @@ def write_config(tmp: Path, extra: str = "", project_dir: str = "trial") -> tupl
         f'[[projects]]\nid = "trial-analysis"\nroot = "{project_root}"\n' + extra
     )
     return config, project_root
+
+
+def cli_project(tmp: Path, monkeypatch: pytest.MonkeyPatch, extra: str = "") -> Path:
+    """`write_config` in `tmp`, used by the CLI from the project's root; session s1's exports."""
+    config, project_root = write_config(tmp, extra)
+    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
+    monkeypatch.chdir(project_root)
+    exports = tmp / "rlm" / "sessions" / "s1" / "exports"
+    exports.mkdir(parents=True)
+    return exports
 
 
 def call_tool(tmp: Path, name: str, arguments: dict) -> dict:

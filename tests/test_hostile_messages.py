@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import fingerprint
-from host_helpers import caller, write_config
+from host_helpers import caller, cli_project, write_config
 from serve_helpers import ServeProcess
 
 from cards import ArtifactError, dump_card, excerpt, parse_card, parse_experiment_id
@@ -65,11 +65,7 @@ def test_excerpt_is_short_and_escaped(value):
 
 @pytest.fixture
 def workspace(tmp_path, monkeypatch, capsys):
-    config, project_root = write_config(tmp_path, "[tools]\nartifact_memory = true\n")
-    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
-    monkeypatch.chdir(project_root)
-    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
-    exports.mkdir(parents=True)
+    exports = cli_project(tmp_path, monkeypatch, "[tools]\nartifact_memory = true\n")
     # A table whose column name is itself hostile (a file can say anything).
     pq.write_table(pa.table({"k": [1, 2], HOSTILE: ["a", "b"]}), exports / "t.parquet")
     argv = ["record", "--session", "s1", "t.parquet", "--title", "T", "--summary", "S",

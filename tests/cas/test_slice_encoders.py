@@ -19,7 +19,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 from conftest import fingerprint
-from host_helpers import write_config
+from host_helpers import cli_project
 
 from cas.slicing import SliceRequest, export_slice, read_slice
 from cas.slicing._media import ARROW_FILE, PARQUET
@@ -128,11 +128,7 @@ def test_json_lines_finite_floats_keep_orjson_bytes_across_pieces(ws, tmp_path):
 @pytest.fixture
 def cli(tmp_path, monkeypatch, capsys):
     """A configured project; `recorded(table)` records a Parquet file and gives its id."""
-    config, project_root = write_config(tmp_path)
-    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
-    monkeypatch.chdir(project_root)
-    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
-    exports.mkdir(parents=True)
+    exports = cli_project(tmp_path, monkeypatch)
 
     def recorded(data: pa.Table, name: str = "r.parquet") -> str:
         pq.write_table(data, exports / name)

@@ -12,18 +12,14 @@ from pathlib import Path
 
 import pytest
 from conftest import fingerprint
-from host_helpers import write_config
+from host_helpers import cli_project
 
 from harness_plugin.cli import main
 
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    config, project_root = write_config(tmp_path)
-    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
-    monkeypatch.chdir(project_root)
-    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
-    exports.mkdir(parents=True)
+    exports = cli_project(tmp_path, monkeypatch)
     (exports / "result.bin").write_bytes(os.urandom(3000))
     return tmp_path
 

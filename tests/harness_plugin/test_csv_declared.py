@@ -16,7 +16,7 @@ import json
 import msgspec
 import pyarrow as pa
 import pytest
-from host_helpers import call_tool, write_config
+from host_helpers import call_tool, cli_project
 
 from cards.errors import InvalidInput
 from cards.results import ResolveResult
@@ -45,11 +45,7 @@ def expected_x(data: bytes) -> list[float | None]:
 
 @pytest.fixture
 def project(tmp_path, monkeypatch, capsys):
-    config, root = write_config(tmp_path)
-    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
-    monkeypatch.chdir(root)
-    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
-    exports.mkdir(parents=True)
+    exports = cli_project(tmp_path, monkeypatch)
     return tmp_path, exports
 
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import fingerprint
-from host_helpers import write_config
+from host_helpers import cli_project
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,11 +19,7 @@ from harness_plugin.cli import main
 
 @pytest.fixture
 def cli(tmp_path, monkeypatch, capsys):
-    config, project_root = write_config(tmp_path, "[slice]\nmax_rows = 500\n")
-    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
-    monkeypatch.chdir(project_root)
-    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
-    exports.mkdir(parents=True)
+    exports = cli_project(tmp_path, monkeypatch, "[slice]\nmax_rows = 500\n")
 
     def run(*argv: str) -> tuple[int, dict]:
         code = main([*argv, "--json"])

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import fingerprint
-from host_helpers import write_config
+from host_helpers import cli_project
 
 from cards import parse_metadata, parse_project_id, wire
 from cards.build import revised_card
@@ -26,11 +26,7 @@ ARTMEM = str(Path(sys.executable).parent / "artmem")
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    config, project_root = write_config(tmp_path, "[slice]\nmax_rows = 1000\n")
-    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
-    monkeypatch.chdir(project_root)
-    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
-    exports.mkdir(parents=True)
+    exports = cli_project(tmp_path, monkeypatch, "[slice]\nmax_rows = 1000\n")
     table = pa.table(
         {"k": pa.array(range(ROWS), pa.int64()), "c": [f"c{i % 3}" for i in range(ROWS)]}
     )

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 from conftest import fingerprint
-from host_helpers import write_config
+from host_helpers import cli_project
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,11 +20,7 @@ from harness_plugin.cli import main
 
 @pytest.fixture
 def cli(tmp_path, monkeypatch, capsys):
-    config, project_root = write_config(tmp_path)
-    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
-    monkeypatch.chdir(project_root)
-    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
-    exports.mkdir(parents=True)
+    exports = cli_project(tmp_path, monkeypatch)
 
     def run(*argv: str) -> tuple[int, dict]:
         code = main([*argv, "--json"])

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import fingerprint
-from host_helpers import write_config
+from host_helpers import cli_project, write_config
 
 import harness_plugin.notebook as notebook
 from cards.errors import (
@@ -72,11 +72,7 @@ def _record(name: str, title: str, *extra: str) -> str:
 
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
-    config, project_root = write_config(tmp_path)
-    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
-    monkeypatch.chdir(project_root)
-    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
-    exports.mkdir(parents=True)
+    exports = cli_project(tmp_path, monkeypatch)
     pq.write_table(RESPONSES, exports / "responses.parquet")
     (exports / "notes.txt").write_text("plain text")
     ids = {

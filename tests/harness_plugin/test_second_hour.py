@@ -17,18 +17,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import fingerprint
-from host_helpers import write_config
+from host_helpers import cli_project
 
 from harness_plugin.cli import main
 
 
 @pytest.fixture
 def cli(tmp_path, monkeypatch, capsys):
-    config, project_root = write_config(tmp_path, "[slice]\nmax_rows = 1000\n")
-    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
-    monkeypatch.chdir(project_root)
-    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
-    exports.mkdir(parents=True)
+    exports = cli_project(tmp_path, monkeypatch, "[slice]\nmax_rows = 1000\n")
 
     def record(name: str, data: bytes | pa.Table) -> str:
         if isinstance(data, pa.Table):

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import fingerprint
-from host_helpers import write_config
+from host_helpers import cli_project
 
 from harness_plugin.cli import main
 
@@ -20,11 +20,7 @@ ROWS = 3000
 
 @pytest.fixture
 def recorded(tmp_path, monkeypatch, capsys):
-    config, project_root = write_config(tmp_path, "[slice]\nmax_rows = 1000\n")
-    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
-    monkeypatch.chdir(project_root)
-    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
-    exports.mkdir(parents=True)
+    exports = cli_project(tmp_path, monkeypatch, "[slice]\nmax_rows = 1000\n")
     table = pa.table(
         {
             "k": pa.array(range(ROWS), pa.int64()),
@@ -156,11 +152,7 @@ def test_hostile_column_names_are_escaped_in_show_and_the_slice_header(
     tmp_path, monkeypatch, capsys
 ):
     # Issue 30: cells were escaped, column names were printed raw.
-    config, project_root = write_config(tmp_path)
-    monkeypatch.setenv("ARTMEM_CONFIG", str(config))
-    monkeypatch.chdir(project_root)
-    exports = tmp_path / "rlm" / "sessions" / "s1" / "exports"
-    exports.mkdir(parents=True)
+    exports = cli_project(tmp_path, monkeypatch)
     table = pa.table({name: pa.array([1, 2]) for name in HOSTILE_NAMES})
     pq.write_table(table, exports / "h.parquet")
     assert main(["record", "--session", "s1", "h.parquet", "--title", "T", "--summary", "S",
