@@ -1,8 +1,9 @@
 """A local S3 server (moto's server mode) for the bucket store tests, and a recording worker.
 
-The server runs in this process on 127.0.0.1 and a free port; every test gets its own bucket.
-Dummy credentials are put into the environment by the fixture only (restored afterwards), and
-shared AWS files and the instance metadata service are switched off: nothing reaches AWS.
+The server runs in this process on 127.0.0.1, on a port it binds itself; every test gets its
+own bucket. Dummy credentials are put into the environment by the fixture only (restored
+afterwards), and shared AWS files and the instance metadata service are switched off: nothing
+reaches AWS.
 
 Run as a script (`python bucket_helpers.py JOB.json`), this is one "host": it records one
 export into the bucket with its own state root, printing a line per part read.
@@ -10,6 +11,7 @@ export into the bucket with its own state root, printing a line per part read.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -127,10 +129,16 @@ class Quirks:
         return self._app(environ, start_response)
 
 
-def free_port() -> int:
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A local port that refuses connections for the block: bound here, never listening.
+
+    Held, not closed: a port closed after it was picked is free for any other socket to take
+    (and listen on) before it is used.
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        yield int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -141,9 +149,11 @@ def s3_endpoint() -> Iterator[str]:
 
     saved = {name: os.environ.get(name) for name in _ENV}
     os.environ.update(_ENV)
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    # Port 0: the server binds a free port itself (a port picked first and bound later may be
+    # taken meanwhile, and `start` would then wait for ever on a server thread that died).
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    _, port = server.get_host_and_port()
     global SERVED
     wsgi = server._server  # werkzeug's server reads `.app` per request
     assert wsgi is not None

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bucket_helpers import ACCESS_KEY, SECRET_KEY, bucket, free_port, s3_endpoint
+from bucket_helpers import ACCESS_KEY, SECRET_KEY, bucket, refused_port, s3_endpoint
 from host_helpers import export, write_config
 
 from cards import ConfigError, IndexState, IndexStatus
@@ -126,17 +126,18 @@ def test_cli_records_searches_and_resolves_through_a_bucket(
 
 @pytest.mark.parametrize("failure", ["no-such-bucket", "unreachable"])
 def test_credentials_never_appear_in_any_output(tmp_path: Path, s3_endpoint: str, failure: str):
-    endpoint = s3_endpoint if failure == "no-such-bucket" else f"http://127.0.0.1:{free_port()}"
-    config, project = write_config(tmp_path, _storage(endpoint, "artmem-missing-bucket"))
-    export(tmp_path, "r.bin", b"abc")
-    outputs = []
-    for argv in (
-        ("status",), ("status", "--json"), ("search", "x"), ("search", "--json", "x"),
-        ("resolve", "--json", "exp_" + "a" * 52), ("fsck", "--json"),
-    ):  # fmt: skip
-        done = _artmem(config, project, *argv)
-        outputs.append(done.stdout + done.stderr)
-        assert done.returncode != 0, argv
+    with refused_port() as port:  # held for the whole test: nothing else can listen on it
+        endpoint = s3_endpoint if failure == "no-such-bucket" else f"http://127.0.0.1:{port}"
+        config, project = write_config(tmp_path, _storage(endpoint, "artmem-missing-bucket"))
+        export(tmp_path, "r.bin", b"abc")
+        outputs = []
+        for argv in (
+            ("status",), ("status", "--json"), ("search", "x"), ("search", "--json", "x"),
+            ("resolve", "--json", "exp_" + "a" * 52), ("fsck", "--json"),
+        ):  # fmt: skip
+            done = _artmem(config, project, *argv)
+            outputs.append(done.stdout + done.stderr)
+            assert done.returncode != 0, argv
     for output in outputs:
         assert SECRET_KEY not in output and ACCESS_KEY not in output
     assert any("cas.io" in output for output in outputs), outputs

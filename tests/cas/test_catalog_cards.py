@@ -82,9 +82,14 @@ def test_a_same_size_rewrite_in_place_with_its_mtime_put_back_is_read_again(ws, 
 
 
 def test_a_card_written_within_the_racy_window_is_never_kept(ws, tmp_path):
-    """With the real clock, a file just written may change again in the same clock tick
-    without its stamp changing: it is read on every search until it has settled."""
-    kept = HitCards()
+    """A file just written may change again in the same clock tick without its stamp
+    changing: it is read on every search until it has settled.
+
+    The clock stands at the moment before the record, so every search happens "just after" the
+    writes however slowly this runs (the wall clock would let a card settle after `RACY_NS`).
+    """
+    now = time.time_ns()
+    kept = HitCards(clock=lambda: now)
     catalog, _, path = _catalog(ws, tmp_path, kept)
     assert _summaries(catalog) == ["counted at dawn"] and len(kept) == 0
     _rewrite_in_place(path, b"at dawn", b"at dusk")  # ctime may not move

@@ -32,6 +32,7 @@ from indexer.testing import MAX_MESSAGE_CHARS, FakeHoncho, delete_workspace
 
 API_KEY = "test-key"
 MOCK_URL = "http://honcho.test"
+HURRIED_S = 0.2  # the timeout of a request sent in `Backend.hurried`
 CARDS_CONFIG = {"reasoning": {"enabled": False}, "summary": {"enabled": False}}
 
 
@@ -46,6 +47,7 @@ class Backend:
     fake: FakeHoncho | None
     search_mode: str = "lexical"
     clients: list[httpx.Client] = field(default_factory=list)
+    hurry: bool = False  # see `hurried`
 
     def sdk(self, *, api_key: str | None = None, timeout: float = 10.0) -> honcho.Honcho:
         """Build the SDK the way the adapter does: max_retries=0 and an explicit key."""
@@ -53,7 +55,7 @@ class Backend:
             assert self.fake is not None
             http_client = self.fake.client(MOCK_URL)
         else:
-            http_client = httpx.Client(base_url=self.base_url)
+            http_client = httpx.Client(base_url=self.base_url, transport=_Hurried(self))
         self.clients.append(http_client)
         return honcho.Honcho(
             api_key=api_key if api_key is not None else self.api_key,
@@ -77,6 +79,34 @@ class Backend:
     def close(self) -> None:
         for client in self.clients:
             client.close()
+
+    @contextlib.contextmanager
+    def hurried(self) -> Iterator[None]:
+        """Over HTTP, the SDK's requests sent in the block time out after `HURRIED_S`.
+
+        The fake never answers a request it times out (it holds the line open): only the
+        client's own timeout ends it. So only the request meant to time out is sent in here;
+        every other one keeps the SDK's timeout, and none can time out on a busy machine.
+        Through the MockTransport a timeout is raised at once, whatever the timeout.
+        """
+        self.hurry = True
+        try:
+            yield
+        finally:
+            self.hurry = False
+
+
+class _Hurried(httpx.HTTPTransport):
+    """Real HTTP; a request sent while its backend is `hurried` gets `HURRIED_S` to finish."""
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__()
+        self._backend = backend
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self._backend.hurry:
+            request.extensions["timeout"] = httpx.Timeout(HURRIED_S).as_dict()
+        return super().handle_request(request)
 
 
 @contextlib.contextmanager
@@ -871,10 +901,20 @@ def test_threads_share_one_fake(faked):
 # ============================================================================================
 
 
-def _ready(backend: Backend, timeout: float = 10.0) -> tuple[honcho.Honcho, honcho.Session]:
+def _ready(backend: Backend) -> tuple[honcho.Honcho, honcho.Session]:
     """An SDK whose workspace is ensured and a session to write to."""
-    sdk = backend.sdk(timeout=timeout)
+    sdk = backend.sdk()
     return sdk, sdk.session("s-fault")
+
+
+def _taken(fake: FakeHoncho) -> None:
+    """Wait until the fake has taken the injected fault (and logged its request).
+
+    A client whose request timed out may give up before the server thread has even read the
+    request (on a busy machine): until it has, nothing about the request can be asserted, and
+    the next request could take the fault instead.
+    """
+    assert _until(lambda: fake.pending_faults, 0) == 0
 
 
 def _write(sdk: honcho.Honcho, session: honcho.Session, text: str) -> list[honcho.Message]:
@@ -936,11 +976,12 @@ def test_an_untargeted_fault_hits_the_sdks_first_request(faked):
 
 
 def test_timeout_next_raises_timeout_and_applies_nothing(faked):
-    sdk, session = _ready(faked, timeout=0.2)
+    sdk, session = _ready(faked)
     fake = _fake(faked)
     fake.timeout_next(kind="message_create")
-    with pytest.raises(honcho.TimeoutError):
-        _write(sdk, session, "x")
+    with faked.hurried(), pytest.raises(honcho.TimeoutError):
+        _write(sdk, session, "x")  # the message create, alone: the rest was sent by `_ready`
+    _taken(fake)
     assert _stored(faked, "s-fault") == []
     assert fake.requests[-1].outcome == "timeout"
     _write(sdk, session, "y")
@@ -957,11 +998,14 @@ def test_timeout_next_raises_timeout_and_applies_nothing(faked):
     ],
 )
 def test_commit_then_fail_stores_the_message(faked, status, raised):
-    sdk, session = _ready(faked, timeout=0.2)
+    sdk, session = _ready(faked)
+    alice = sdk.peer("alice")  # created now: only the message create is faulted (and hurried)
     fake = _fake(faked)
     fake.commit_then_fail_next(status=status, kind="message_create")
-    with pytest.raises(raised):
-        session.add_messages([sdk.peer("alice").message("card", metadata={"delivery_id": "d-42"})])
+    hurry = faked.hurried() if status == "timeout" else contextlib.nullcontext()
+    with hurry, pytest.raises(raised):
+        session.add_messages([alice.message("card", metadata={"delivery_id": "d-42"})])
+    _taken(fake)
     assert _stored(faked, "s-fault") == ["card"]
     assert fake.requests[-1].applied and fake.requests[-1].fault == "commit_then_fail"
     # The duplicate defence: look before re-sending.

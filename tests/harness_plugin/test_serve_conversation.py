@@ -26,9 +26,12 @@ def setup(tmp_path):
             tmp_path,
             "[honcho]\nenabled = true\n"
             f'base_url = "{base_url}"\nworkspace_id = "artmem-dev"\nuser_peer_id = "alice"\n'
-            'api_key_env = "ARTMEM_CONVERSATION_KEY"\ntimeout_s = 2\ncreate_workspace = true\n'
-            "retry_base_s = 0.001\nretry_max_s = 0.01\n"
-            '[capture]\nmode = "completed-root-turns"\n[recall]\nmode = "first-root-step"\n',
+            'api_key_env = "ARTMEM_CONVERSATION_KEY"\ncreate_workspace = true\n'
+            # No request may time out: a delivery held by the test would be sent again while
+            # held (and stored twice once released), and a recall would fail open.
+            "timeout_s = 60\nretry_base_s = 0.001\nretry_max_s = 0.01\n"
+            '[capture]\nmode = "completed-root-turns"\n'
+            '[recall]\nmode = "first-root-step"\ntimeout_ms = 10000\n',
         )
         yield fake, config, project_root
 
@@ -109,6 +112,7 @@ def test_a_crash_after_the_remote_commit_leaves_exactly_one_copy(setup):
 
 def test_a_second_sigterm_during_the_drain_neither_prints_a_traceback_nor_cuts_it_short(setup):
     # Issue 30: the SIGTERM handler raised again inside the `finally` that drains.
+    import os
     import select
     import signal
 
@@ -118,16 +122,20 @@ def test_a_second_sigterm_during_the_drain_neither_prints_a_traceback_nor_cuts_i
     _append_all(worker, sample_events(), _who("main-session-1", project_root))
     worker.proc.send_signal(signal.SIGTERM)
     assert worker.proc.stderr is not None
-    seen = []
-    while not any('"worker.sigterm"' in line for line in seen):  # the first one was taken
+    # Read the log from the pipe itself: a buffered readline may take the line sought into its
+    # buffer, and `select` would then wait for more output, which comes only after the drain.
+    stderr = worker.proc.stderr.fileno()
+    seen = b""
+    while b'"worker.sigterm"' not in seen:  # the first one was taken
         # a guard against a hang, not a wait: a line is normally there at once
-        assert select.select([worker.proc.stderr], [], [], 60)[0], "".join(seen)
-        seen.append(worker.proc.stderr.readline())
-        assert seen[-1], "".join(seen)
+        assert select.select([stderr], [], [], 60)[0], seen
+        chunk = os.read(stderr, 1 << 16)
+        assert chunk, seen
+        seen += chunk
     worker.proc.send_signal(signal.SIGTERM)  # while the drain waits on the held delivery
     held.set()
     code, log = worker.close()
-    log = "".join(seen) + log
+    log = seen.decode() + log
     assert code == 0 and "Traceback" not in log, log
     assert '"worker.sigterm_ignored"' in log and '"delivery.drained"' in log
     assert [m.content for m in fake.messages("artmem-dev")] == [USER_TEXT, ASSISTANT_TEXT]
