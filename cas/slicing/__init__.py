@@ -13,8 +13,9 @@ batch, within the operator's export bounds (`ExportLimits`) instead of the in-me
 Rooms: `_expr` (the filter language, pure) and `_expr_check` (typing it against a schema),
 `_reader` (chunk-verified file reads), `_media` (the formats read, by name), `_formats` (opening
 a table of any of them), `_tables` (bounded Parquet and Arrow readers), `_text_tables` (CSV and
-TSV in bounded blocks), `_json_lines` (JSON Lines, likewise), `_text_checks` (what a text
-table's bytes must pass first), `_pages` and `_ipc_layout` (declared decoded sizes, checked
+TSV in bounded blocks), `_json_lines` (JSON Lines, likewise; `_json_fields` types a block's
+fields, `_json_text` reads what pyarrow cannot), `_text_checks` (what a text table's bytes must
+pass first), `_pages` and `_ipc_layout` (declared decoded sizes, checked
 before pyarrow decompresses), `_isolated` (all table parsing and decoding in a child within
 memory and time bounds; `_answer` reads its answer back into values or typed errors), `_helper`
 (the pre-started process that forks those children for a process with threads; a worker starts

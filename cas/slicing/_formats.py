@@ -55,7 +55,9 @@ def open_table(
 def settle_types(table: TableFile, names: Iterable[str], *, always: bool = False) -> None:
     """Type the columns `names` of a CSV over its whole file, if it is small or `always`.
 
-    Other formats' types hold for the whole file already.
+    A JSON Lines file finds the fields `names` its first block lacks, and types them over the
+    whole file if `always` (a small one is typed so when opened). Other formats' types hold for
+    the whole file already.
 
     Raises:
         TableUnreadable: the file cannot be read to its end.
@@ -63,8 +65,10 @@ def settle_types(table: TableFile, names: Iterable[str], *, always: bool = False
     """
     if isinstance(table, CsvTable) and (always or table.whole_file):
         table.settle(names)
+    elif isinstance(table, JsonLinesTable):
+        table.settle(names, always=always)
 
 
 def type_notes(table: TableFile) -> list[str]:
-    """What reading the table changed in its inferred types (a CSV's widened columns)."""
-    return list(table.notes) if isinstance(table, CsvTable) else []
+    """What reading the table changed in its inferred types (a text table's widened columns)."""
+    return list(table.notes) if isinstance(table, CsvTable | JsonLinesTable) else []

@@ -50,6 +50,7 @@ from cas.slicing._expr import UNNAMED, Node, filter_columns, parse_filter
 from cas.slicing._expr_check import compile_predicate
 from cas.slicing._formats import open_table, settle_types, type_notes
 from cas.slicing._isolated import run_bounded
+from cas.slicing._json_lines import JsonLinesTable
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS, SliceLimits
 from cas.slicing._media import check_media_type
 from cas.slicing._reader import (
@@ -191,7 +192,7 @@ def _slice_in_child(
             try:
                 collected = collect(table_file, scan, request.offset, limit, max_bytes, sink)
             except TypeDrift as drift:  # no row has left: read again with the column widened
-                assert isinstance(table_file, CsvTable)
+                assert isinstance(table_file, CsvTable | JsonLinesTable)
                 table_file.widen(drift)
                 continue
             collected.finish()

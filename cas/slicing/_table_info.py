@@ -85,7 +85,7 @@ def table_info(table: TableFile, media_type: str) -> TableInfo:
     read_as = (
         (table.delimiter_note,) if isinstance(table, CsvTable) and table.delimiter_note else ()
     )
-    if isinstance(table, CsvTable) and table.typed_whole_file:
+    if isinstance(table, CsvTable | JsonLinesTable) and table.typed_whole_file:
         inferred = "column types are inferred over the whole file"
         inferred += ", except the declared ones (csv types on the card)" if declared else ""
         return _unmeasured(media_type, fields, 0, *read_as, inferred, *table.notes, _NO_COUNT)
@@ -99,7 +99,12 @@ def table_info(table: TableFile, media_type: str) -> TableInfo:
         note += ", except the declared ones (csv types on the card)" if declared else ""
         if isinstance(table, CsvTable):
             note += "; a slice widens a column whose later values do not fit, and says so"
-        return _unmeasured(media_type, fields, 0, *read_as, note, _NO_COUNT)
+            return _unmeasured(media_type, fields, 0, *read_as, note, _NO_COUNT)
+        note += (
+            "; a slice widens a field whose later values do not fit, and reads fields that "
+            "first appear later, and says so"
+        )
+        return _unmeasured(media_type, fields, 0, note, *table.notes, _NO_COUNT)
     assert isinstance(table, IpcTable)
     return _ipc_info(table, fields)
 

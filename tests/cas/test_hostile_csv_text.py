@@ -318,10 +318,10 @@ def json_lines_with_a_bad_line(rows: int, bad: bytes) -> tuple[bytes, int]:
 @pytest.mark.parametrize(
     ("bad", "words"),
     [
-        (b'{"k": "oops", "s": "b"}', "changed from number to string"),
+        (b'{"k": 1e400, "s": "b"}', "Number too big"),
         (b'{"k": 1 "s": "b"}', "Missing a comma"),
     ],
-    ids=["type", "syntax"],
+    ids=["number", "syntax"],
 )
 def test_a_json_lines_error_names_the_line_in_the_file(ws, store, rows, bad, words):
     data, line = json_lines_with_a_bad_line(rows, bad)
@@ -334,8 +334,8 @@ def test_a_json_lines_error_names_the_line_in_the_file(ws, store, rows, bad, wor
 
 
 def test_a_json_lines_error_after_two_objects_on_a_line_names_no_line(ws, store):
-    data = b'{"k": 1}\n{"k": 2} {"k": 3}\n{"k": "oops"}\n'  # pyarrow counts the objects
-    with pytest.raises(TableUnreadable, match="changed from number to string") as raised:
+    data = b'{"k": 1}\n{"k": 2} {"k": 3}\n{"k": 1e400}\n'  # pyarrow counts the objects
+    with pytest.raises(TableUnreadable, match="Number too big") as raised:
         sliced(record(ws, store, data, JSONL))
     assert "row" not in str(raised.value) and "line" not in str(raised.value)
 
