@@ -311,9 +311,11 @@ def refuse_as_planned(
         plan_scan(read_schema(schema), request, node, limit)
     except FilterTypeError as exc:
         if isinstance(notes, list) and notes and all(isinstance(n, str) for n in notes):
+            said = "; ".join(note[:200] for note in notes[:3])  # each names its column
+            more = f"; and {len(notes) - 3} more" if len(notes) > 3 else ""
             exc.message += (
                 f"; the table was read with wider types than its first block said "
-                f"({'; '.join(notes)}): compare as that type, or declare the column's type "
+                f"({said}{more}): compare as that type, or declare the column's type "
                 "and its null tokens (--csv-type, --csv-null)"
             )
         raise
