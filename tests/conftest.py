@@ -75,6 +75,25 @@ class Workspace:
             str(self.rlm_root), Provenance(session_id=session), make_metadata(**meta), name
         )
 
+    def record_data(
+        self, store: ProjectStore, data: bytes, media_type: str, *, measured: bool = False
+    ):
+        """Record `data` as `media_type` under a name of its digest.
+
+        `measured`: the card's columns are read from the table, as a record without
+        `--column` reads them (warnings included); else it names one, and nothing is read.
+        """
+        name = "t-" + hashlib.sha256(data).hexdigest()[:16]
+        self.export(name, data)
+        fields = metadata_fields(media_type=media_type)
+        if measured:
+            del fields["columns"]
+        else:
+            fields["columns"] = ["k"]
+        return store.record(
+            str(self.rlm_root), Provenance(session_id=SESSION), parse_metadata(fields), name
+        )
+
     def project_dir(self, store: ProjectStore) -> Path:
         return self.artifact_root.joinpath(*store.layout.root)
 

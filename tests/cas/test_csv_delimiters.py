@@ -6,16 +6,12 @@ bounded child; the record, `show`, a slice and an export all read it the same wa
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 
 import pytest
-from conftest import SESSION, metadata_fields
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cards import parse_metadata
-from cas import Provenance
 from cas.slicing._limits import DEFAULT_SLICE_LIMITS
 from cas.slicing._media import CSV, TSV
 from cas.slicing._slice import SliceRequest, describe, read_slice
@@ -27,13 +23,7 @@ BLOCK = block_bytes(DEFAULT_SLICE_LIMITS.table_bounds)
 
 def record(ws, store, data: bytes, media_type: str = CSV):
     """Record `data` as the table reader would meet it; the record's warnings and its location."""
-    name = "d-" + hashlib.sha256(data).hexdigest()[:16] + ".csv"
-    ws.export(name, data)
-    fields = metadata_fields(media_type=media_type)
-    del fields["columns"]  # read from the table
-    recorded = store.record(
-        str(ws.rlm_root), Provenance(session_id=SESSION), parse_metadata(fields), name
-    )
+    recorded = ws.record_data(store, data, media_type, measured=True)
     return recorded, store.locate(recorded.card.experiment_id)
 
 

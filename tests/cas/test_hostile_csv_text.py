@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import hashlib
 import io
 
 import pyarrow.csv as pacsv
@@ -29,9 +28,7 @@ BLOCK = block_bytes(DEFAULT_SLICE_LIMITS.table_bounds)
 
 
 def record(ws, store, data: bytes, media_type: str = CSV) -> Located:
-    name = "h-" + hashlib.sha256(data).hexdigest()[:16]
-    ws.export(name, data)
-    card = ws.record(store, name, media_type=media_type, columns=["k"]).card
+    card = ws.record_data(store, data, media_type).card
     return store.locate(card.experiment_id)
 
 

@@ -9,7 +9,6 @@ keeps it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pyarrow as pa
@@ -32,9 +31,7 @@ SMALL_BLOCK = block_bytes(SMALL.table_bounds)
 
 
 def record(ws, store, data: bytes, media_type: str = JSONL) -> Located:
-    name = "j-" + hashlib.sha256(data).hexdigest()[:16]
-    ws.export(name, data)
-    card = ws.record(store, name, media_type=media_type, columns=["k"]).card
+    card = ws.record_data(store, data, media_type).card
     return store.locate(card.experiment_id)
 
 
