@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from cas.slicing import _threads  # small: what keeps a reading process single-threaded
 
 if TYPE_CHECKING:
-    from cas.slicing._encoders import refused_columns
+    from cas.slicing._encoders import json_lines, refused_columns
     from cas.slicing._export import ExportResult, export_slice
     from cas.slicing._footer import Measured, measure
     from cas.slicing._isolated import start_helper, stop_helper
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from cas.slicing._threads import ONE_THREAD_ENV, import_readers
 
 _EXPORTS = {
+    "json_lines": "cas.slicing._encoders",
     "refused_columns": "cas.slicing._encoders",
     "ExportResult": "cas.slicing._export",
     "export_slice": "cas.slicing._export",
@@ -87,6 +88,7 @@ __all__ = [
     "describe",
     "export_slice",
     "import_readers",
+    "json_lines",
     "load_manifest",
     "measure",
     "read_slice",

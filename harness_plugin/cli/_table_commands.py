@@ -299,7 +299,7 @@ def _encode(result: SliceResult, fmt: str) -> bytes:
         with refused_columns(fmt):  # a list or struct column, as an export to a file says
             pacsv.write_csv(result.table, sink)
     else:
-        from cas.slicing._encoders import json_lines  # what an export to a file writes
+        from cas.slicing import json_lines  # what an export to a file writes
 
         for batch in result.table.to_batches():
             sink.write(json_lines(batch))
