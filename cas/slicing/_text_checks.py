@@ -5,7 +5,8 @@ text as columns full of NUL bytes, and the rest of the file as one value after a
 open. These checks refuse such files first, saying what the file seems to be and what to do.
 `beyond_int64` tells an integer literal a double would round, without converting it (Python
 refuses to convert more than 4,300 digits). `sniff_delimiter` reads a `.csv` separated by
-semicolons, tabs or `|` as its header says.
+semicolons, tabs or `|` as its header says, and `number_marks` names such a file's columns of
+numbers a locale may mark otherwise (1,5 and 1.000).
 """
 
 from __future__ import annotations
