@@ -1,10 +1,11 @@
-"""How a CSV or TSV result is read: declared column types, null tokens and decimal mark.
+"""How a CSV or TSV result is read: declared column types, null tokens, decimal mark, encoding.
 
 A person who knows a column better than the first block of its file declares its type, the
-tokens that mean "no value" and the decimal mark of its numbers (`artmem record --csv-type
-x=float64 --csv-null NA --csv-decimal ,`). The card keeps
-them (`ExperimentCardV1.table_read`), and every later read of the artifact (a slice or export
-from the CLI, the notebook or a kernel) reads with them; a read may override them for itself.
+tokens that mean "no value", the decimal mark of its numbers and the file's text encoding
+(`artmem record --csv-type x=float64 --csv-null NA --csv-decimal , --csv-encoding cp1252`).
+The card keeps them (`ExperimentCardV1.table_read`), and every later read of the artifact (a
+slice or export from the CLI, the notebook or a kernel) reads with them; a read may override
+them for itself.
 Declared null tokens add to the tokens every read treats as null (blank cells, `NA`, `null`,
 `NaN`, ...), as pandas' `na_values` does.
 
@@ -60,6 +61,18 @@ ALIASES = {
     "datetime": "timestamp[us]",
 }
 """Common names of the allowed types, stored as the type they name."""
+CsvEncoding = Literal["utf-8", "cp1252", "latin-1", "iso-8859-15"]
+CSV_ENCODINGS: tuple[str, ...] = get_args(CsvEncoding)
+"""The encodings a CSV may be declared in: UTF-8, and single-byte ones that keep ASCII's bytes
+(the delimiter, quote and line-end checks read bytes)."""
+ENCODING_ALIASES = {
+    "utf8": "utf-8",
+    "windows-1252": "cp1252",
+    "latin1": "latin-1",
+    "iso-8859-1": "latin-1",
+    "iso8859-1": "latin-1",
+    "latin-9": "iso-8859-15",
+}
 MAX_TYPES = DEFAULT_LIMITS.columns
 MAX_NULLS = 32
 NULL_CHARS = 64
@@ -79,11 +92,20 @@ class TableRead(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The decimal mark of every number in the table (`,`: 1,5 is 1.5); unset, a point. Left
     out of the card when unset, so cards declaring only types and tokens keep their bytes."""
 
+    encoding: CsvEncoding | UnsetType = UNSET
+    """The file's text encoding where it is not UTF-8 (a spreadsheet's "CSV" on Windows is
+    often cp1252); unset, UTF-8. Left out of the card when unset."""
+
     def __post_init__(self) -> None:
         if len(set(self.nulls)) != len(self.nulls):
             raise ValueError("nulls names a token twice")
-        if not self.types and not self.nulls and self.decimal is UNSET:
+        if not self.types and not self.nulls and self.decimal is UNSET and self.encoding is UNSET:
             raise ValueError("declares nothing (leave the field out)")
+
+    @property
+    def text_encoding(self) -> str:
+        """The encoding a read decodes the file with: the declared one, else UTF-8."""
+        return "utf-8" if self.encoding is UNSET else self.encoding
 
     @property
     def decimal_point(self) -> str:
@@ -95,12 +117,14 @@ def table_read(
     types: Mapping[str, str] | None = None,
     nulls: Iterable[str] | None = None,
     decimal: str | None = None,
+    encoding: str | None = None,
 ) -> TableRead | None:
     """Declared read options, checked; None when they declare nothing.
 
     `types` maps a column name to a type of `CSV_TYPES` (or a name of `ALIASES`); `nulls` are
     extra tokens read as null. Repeated null tokens count once. `decimal` is the numbers'
-    decimal mark, `.` or `,` (None: not declared).
+    decimal mark, `.` or `,`; `encoding` one of `CSV_ENCODINGS` (or a name of
+    `ENCODING_ALIASES`). None: not declared.
 
     Raises:
         InvalidInput: a name, type or token is malformed, unknown or out of bounds; the message
@@ -132,13 +156,28 @@ def table_read(
             f"the decimal mark must be '.' or ',', not {excerpt(decimal)}: "
             "',' reads 1,5 as 1.5 (a spreadsheet's CSV in many languages)"
         )
-    if not checked and not tokens and decimal is None:
+    code = None if encoding is None else _encoding(encoding)
+    if not checked and not tokens and decimal is None and code is None:
         return None
     mark = {} if decimal is None else {"decimal": decimal}
+    mark |= {} if code is None else {"encoding": code}
     try:
         return msgspec.convert({"types": checked, "nulls": tokens, **mark}, TableRead)
     except msgspec.ValidationError as exc:  # every rule was checked above; say so if one slipped
         raise InvalidInput(f"invalid csv read options: {exc}"[:300]) from None
+
+
+def _encoding(name: object) -> str:
+    if not isinstance(name, str):
+        raise InvalidInput("the csv encoding must be text, e.g. 'cp1252'")
+    folded = name.strip().lower().replace("_", "-")
+    code = ENCODING_ALIASES.get(folded, folded)
+    if code not in CSV_ENCODINGS:
+        raise InvalidInput(
+            f"unknown csv encoding {excerpt(name)}; one of: {', '.join(CSV_ENCODINGS)} (a "
+            "UTF-16 file: save it as UTF-8)"
+        )
+    return code
 
 
 def _tokens(nulls: Iterable[str] | None) -> list[str]:
@@ -197,14 +236,18 @@ def merged(card: TableRead | None, call: TableRead | None) -> TableRead | None:
     """The options one read uses: the card's, the call's over them.
 
     The call's types win column by column; its null tokens, when it gives any, replace the
-    card's; its decimal mark, when it gives one, replaces the card's.
+    card's; its decimal mark and encoding, each when it gives one, replace the card's.
     """
     if call is None:
         return card
     if card is None:
         return call
-    decimal = card.decimal if call.decimal is UNSET else call.decimal
-    return TableRead(types=card.types | call.types, nulls=call.nulls or card.nulls, decimal=decimal)
+    return TableRead(
+        types=card.types | call.types,
+        nulls=call.nulls or card.nulls,
+        decimal=card.decimal if call.decimal is UNSET else call.decimal,
+        encoding=card.encoding if call.encoding is UNSET else call.encoding,
+    )
 
 
 def read_lines(read: TableRead | None) -> list[str]:
@@ -218,4 +261,6 @@ def read_lines(read: TableRead | None) -> list[str]:
         lines.append("csv nulls   " + ", ".join(excerpt(t) for t in read.nulls))
     if read.decimal is not UNSET:
         lines.append(f"csv decimal {read.decimal!r}")
+    if read.encoding is not UNSET:
+        lines.append(f"csv encoding {read.encoding}")
     return lines

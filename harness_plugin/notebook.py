@@ -42,7 +42,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import msgspec
 
@@ -81,6 +81,16 @@ class StaleResult(UserWarning):
 
 class TypeWidened(UserWarning):
     """A CSV column was read with a wider type than its first block suggested, and why."""
+
+
+class ReadOptions(TypedDict, total=False):
+    """`read_slice`'s keyword options, which `to_pandas` and `to_polars` pass on."""
+
+    current_source_version: str | None
+    csv_types: Mapping[str, str] | None
+    csv_nulls: Sequence[str] | None
+    csv_decimal: str | None
+    csv_encoding: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +256,7 @@ class NotebookStore:
         csv_types: Mapping[str, str] | None = None,
         csv_nulls: Sequence[str] | None = None,
         csv_decimal: str | None = None,
+        csv_encoding: str | None = None,
     ) -> pa.Table:
         """Chosen columns and matching rows of a table result: every matching row by default.
 
@@ -254,10 +265,11 @@ class NotebookStore:
         child into a temporary Parquet file (as `artmem slice --out`), within the export bounds
         (`export_max_rows`, `export_max_bytes`, `export_max_seconds`), and read from there.
 
-        A CSV or TSV is read with the column types, null tokens and decimal mark its card
-        declares (`artmem record --csv-type/--csv-null/--csv-decimal`); `csv_types` ({column:
-        type}), `csv_nulls` and `csv_decimal` (`","` reads 1,5 as 1.5) override them for this
-        read (checked as the CLI checks its flags).
+        A CSV or TSV is read with the column types, null tokens, decimal mark and encoding its
+        card declares (`artmem record --csv-type/--csv-null/--csv-decimal/--csv-encoding`);
+        `csv_types` ({column: type}), `csv_nulls`, `csv_decimal` (`","` reads 1,5 as 1.5) and
+        `csv_encoding` (`"cp1252"`) override them for this read (checked as the CLI checks its
+        flags).
 
         Warns `SliceTruncated` when a bound stopped the read before the rows asked for, and
         `StaleResult` when the result's freshness is in doubt against `current_source_version`.
@@ -279,7 +291,7 @@ class NotebookStore:
             where=where,
             limit=limit,
             offset=offset,
-            table_read=table_read(csv_types, csv_nulls, csv_decimal),
+            table_read=table_read(csv_types, csv_nulls, csv_decimal, csv_encoding),
         )
         located = self._store.locate(self._expand(experiment_id), current_source_version)
         _warn_stale(located.warnings)
@@ -319,11 +331,7 @@ class NotebookStore:
         where: str | None = None,
         limit: int | None = None,
         offset: int = 0,
-        *,
-        current_source_version: str | None = None,
-        csv_types: Mapping[str, str] | None = None,
-        csv_nulls: Sequence[str] | None = None,
-        csv_decimal: str | None = None,
+        **options: Unpack[ReadOptions],
     ) -> object:
         """`read_slice` as a `pandas.DataFrame` (pandas is imported only here).
 
@@ -332,18 +340,7 @@ class NotebookStore:
             ArtifactError: as `read_slice` raises.
         """
         importlib.import_module("pandas")
-        table = self.read_slice(
-            experiment_id,
-            columns,
-            where,
-            limit,
-            offset,
-            current_source_version=current_source_version,
-            csv_types=csv_types,
-            csv_nulls=csv_nulls,
-            csv_decimal=csv_decimal,
-        )
-        return table.to_pandas()
+        return self.read_slice(experiment_id, columns, where, limit, offset, **options).to_pandas()
 
     def to_polars(
         self,
@@ -352,11 +349,7 @@ class NotebookStore:
         where: str | None = None,
         limit: int | None = None,
         offset: int = 0,
-        *,
-        current_source_version: str | None = None,
-        csv_types: Mapping[str, str] | None = None,
-        csv_nulls: Sequence[str] | None = None,
-        csv_decimal: str | None = None,
+        **options: Unpack[ReadOptions],
     ) -> object:
         """`read_slice` as a `polars.DataFrame` (polars is imported only here).
 
@@ -365,18 +358,9 @@ class NotebookStore:
             ArtifactError: as `read_slice` raises.
         """
         polars = importlib.import_module("polars")
-        table = self.read_slice(
-            experiment_id,
-            columns,
-            where,
-            limit,
-            offset,
-            current_source_version=current_source_version,
-            csv_types=csv_types,
-            csv_nulls=csv_nulls,
-            csv_decimal=csv_decimal,
+        return polars.from_arrow(
+            self.read_slice(experiment_id, columns, where, limit, offset, **options)
         )
-        return polars.from_arrow(table)
 
     def _expand(self, experiment_id: str) -> str:
         return _shortids.expand(self._store, experiment_id)

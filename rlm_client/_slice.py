@@ -20,14 +20,16 @@ def read_slice(
     csv_types: Mapping[str, str] | None = None,
     csv_nulls: Sequence[str] | None = None,
     csv_decimal: str | None = None,
+    csv_encoding: str | None = None,
 ) -> SliceResult:
     """Read only the needed columns and rows of a resolved table, within hard bounds.
 
     Every chunk read is checked against the manifest the host verified; nothing else of the
     file is loaded. `result.table` is a pyarrow Table; `result.truncated` says a bound stopped it.
-    A CSV or TSV is read with the column types, null tokens and decimal mark its card declares
-    (`resolved.card.table_read`); `csv_types` ({column: type}), `csv_nulls` and `csv_decimal`
-    (`","` reads 1,5 as 1.5) override them for this read.
+    A CSV or TSV is read with the column types, null tokens, decimal mark and encoding its card
+    declares (`resolved.card.table_read`); `csv_types` ({column: type}), `csv_nulls`,
+    `csv_decimal` (`","` reads 1,5 as 1.5) and `csv_encoding` (`"cp1252"`) override them for
+    this read.
 
     Raises:
         ArtifactError: a typed error (unknown column, bad filter, integrity failure, ...).
@@ -45,6 +47,6 @@ def read_slice(
         where=where,
         limit=limit,
         offset=offset,
-        table_read=table_read(csv_types, csv_nulls, csv_decimal),
+        table_read=table_read(csv_types, csv_nulls, csv_decimal, csv_encoding),
     )
     return _read_slice(source, request)

@@ -30,15 +30,15 @@ _GROUPED_NUMBER = r"^[+-]?[1-9][0-9]{0,2}(\.[0-9]{3})+$"  # 0.125 groups nothing
 _FIRST_LINES = re.compile(rb"([^\r\n]*)(?:[\r\n]+([^\r\n]*))?")
 
 
-def check_header(head: bytes, size: int, block: int) -> tuple[bytes, bool]:
+def check_header(head: bytes, size: int, block: int, encoding: str = "utf-8") -> tuple[bytes, bool]:
     """The header row, and whether it ends the file with no line end (so the table has no row).
 
-    Refuse a header that is not UTF-8 (pyarrow would replace bad bytes). The header is the
-    first line that is not empty, after a BOM, as pyarrow and pandas read it; a line ends at a
-    LF, a CR or both (a file may end lines with CR only).
+    Refuse a header that is not text in `encoding` (pyarrow would replace bad bytes). The
+    header is the first line that is not empty, after a BOM, as pyarrow and pandas read it; a
+    line ends at a LF, a CR or both (a file may end lines with CR only).
 
     Raises:
-        TableUnreadable: the file has no header row, or the header is not UTF-8.
+        TableUnreadable: the file has no header row, or the header is not text in `encoding`.
         TableTooLarge: the header row is longer than a block.
     """
     body = head.removeprefix(_BOM).lstrip(b"\r\n")
@@ -52,9 +52,10 @@ def check_header(head: bytes, size: int, block: int) -> tuple[bytes, bool]:
         raise too_long(block)
     header = body if end < 0 else body[:end]
     try:
-        header.decode("utf-8")
+        header.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise TableUnreadable(f"the header row is not UTF-8 text{_looks_like(head)}") from exc
+        shown = "UTF-8" if encoding == "utf-8" else encoding
+        raise TableUnreadable(f"the header row is not {shown} text{_looks_like(head)}") from exc
     if b"\0" in header:  # valid UTF-8, but UTF-16 text or binary read as it would be garbage
         raise TableUnreadable(f"the header row holds NUL bytes{_looks_like(head)}")
     return header, end < 0
@@ -132,6 +133,12 @@ def _columns(names: list[str]) -> str:
     return f"columns {named}{more} hold" if len(names) > 1 else f"column {named} holds"
 
 
+WINDOWS_TEXT = (
+    "a spreadsheet on Windows saves CSV as cp1252: declare it (--csv-encoding cp1252), or "
+    "save the file as UTF-8"
+)
+
+
 _MAGIC = {
     b"\x1f\x8b": "gzip-compressed: record it uncompressed",
     b"PK\x03\x04": "a ZIP archive (a spreadsheet?): save it as CSV",
@@ -145,7 +152,9 @@ def _looks_like(head: bytes) -> str:
     found = next((what for magic, what in _MAGIC.items() if head.startswith(magic)), None)
     if found is None and b"\0" in head[:2]:  # ASCII as UTF-16, without a BOM
         found = _MAGIC[b"\xff\xfe"]
-    return f" (it seems to be {found})" if found else " (save it as UTF-8 text)"
+    if found:
+        return f" (it seems to be {found})"
+    return f" ({WINDOWS_TEXT})"
 
 
 def check_quotes(reader: VerifiedReader, block: int, delimiter: bytes) -> None:

@@ -50,6 +50,7 @@ from cas.slicing._limits import TableBounds
 from cas.slicing._reader import VerifiedReader
 from cas.slicing._tables import Scan, check_width, filtered
 from cas.slicing._text_checks import (
+    WINDOWS_TEXT,
     beyond_int64,
     check_header,
     check_quotes,
@@ -106,7 +107,8 @@ class CsvTable:
         # Two blocks in memory: pyarrow types the first, and takes its last row for the whole
         # of it only when it is the final block, so a row cut at its end must not look final.
         head = bytes(reader.peek(0, 2 * self.block))
-        header, rowless = check_header(head[: self.block], reader.size, self.block)
+        self._encoding = "utf-8" if read is None else read.text_encoding
+        header, rowless = check_header(head[: self.block], reader.size, self.block, self._encoding)
         self.delimiter_note: str | None = None
         """How a CSV with no comma in its header is read (`sniff_delimiter`), if it is."""
         if delimiter == ",":
@@ -121,7 +123,9 @@ class CsvTable:
             check_quotes(reader, self.block, delimiter.encode())
         if header.count(delimiter.encode()) >= bounds.max_columns:
             check_width(bounds.max_columns + 1, bounds)  # before pyarrow builds every column
-        options = pacsv.ReadOptions(use_threads=False, block_size=self.block)
+        options = pacsv.ReadOptions(
+            use_threads=False, block_size=self.block, encoding=self._encoding
+        )
         self._nulls = [*pacsv.ConvertOptions().null_values, *(() if read is None else read.nulls)]
         self._decimal = "." if read is None else read.decimal_point
         nulls = pacsv.ConvertOptions(
@@ -132,9 +136,7 @@ class CsvTable:
         binary = [f.name for f in inferred if pa.types.is_binary(f.type)]
         if binary:
             raise TableUnreadable(
-                f"column {excerpt(binary[0])} holds text that is not UTF-8 (Latin-1 or a "
-                "Windows code page?): save the file as UTF-8 (a spreadsheet's 'CSV UTF-8') and "
-                "record it again"
+                f"column {excerpt(binary[0])} holds text that is not UTF-8 ({WINDOWS_TEXT})"
             )
         self.declared: dict[str, str] = {} if read is None else dict(read.types)
         """The declared type of each column the card (or the read) declares one for."""
@@ -301,7 +303,7 @@ class CsvTable:
             decimal_point=self._decimal,
         )
         self.reader.seek(0)
-        read = pacsv.ReadOptions(use_threads=False, block_size=self.block)
+        read = pacsv.ReadOptions(use_threads=False, block_size=self.block, encoding=self._encoding)
         source: pa.NativeFile = (
             pa.PythonFile(self.reader, mode="r")
             if self._rowless is None

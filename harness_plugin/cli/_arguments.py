@@ -68,10 +68,10 @@ def record_args(p: argparse.ArgumentParser) -> None:
 
 
 def csv_read_args(p: argparse.ArgumentParser, *, remembered: bool = False) -> None:
-    """`--csv-type`, `--csv-null`, `--csv-decimal`: kept on the card by `record`, for one read."""
+    """The `--csv-*` read options: kept on the card by `record`, for one read by `slice`."""
     scope = (
         "kept on the card: every later slice and export reads with it; a re-record with "
-        "--csv-type, --csv-null or --csv-decimal replaces all three, '' clears"
+        "any --csv-* flag replaces them all, --csv-type '' clears"
         if remembered
         else "for this read only, over the card's declared types"
     )
@@ -98,6 +98,13 @@ def csv_read_args(p: argparse.ArgumentParser, *, remembered: bool = False) -> No
         dest="csv_decimal",
         metavar="MARK",
         help=f"the decimal mark of the CSV/TSV's numbers: ',' reads 1,5 as 1.5 ({decimal})",
+    )
+    p.add_argument(
+        "--csv-encoding",
+        dest="csv_encoding",
+        metavar="NAME",
+        help="the CSV/TSV's text encoding if not UTF-8: cp1252 (a spreadsheet's CSV on Windows), "
+        f"latin-1 or iso-8859-15 ({decimal})",
     )
 
 

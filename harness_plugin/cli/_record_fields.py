@@ -78,27 +78,32 @@ def _fingerprint(args: argparse.Namespace) -> str:
 def table_read_field(args: argparse.Namespace) -> tuple[bool, dict[str, object] | None]:
     """Whether a `--csv-*` flag was given, and the card's `table_read` from the flags.
 
-    Any of the flags (`--csv-type`, `--csv-null`, `--csv-decimal`) replaces all three on a
-    re-record; given only as '' they clear the card's (None).
+    Any of the flags (`--csv-type`, `--csv-null`, `--csv-decimal`, `--csv-encoding`) replaces
+    them all on a re-record; given only as '' they clear the card's (None).
 
     Raises:
         InvalidInput: a `COLUMN=TYPE` text, a type or a token is malformed (`cards.table_read`).
     """
     specs, nulls = getattr(args, "csv_types", None), getattr(args, "csv_nulls", None)
-    decimal = getattr(args, "csv_decimal", None)
-    if specs is None and nulls is None and decimal is None:
+    decimal, encoding = getattr(args, "csv_decimal", None), getattr(args, "csv_encoding", None)
+    if specs is None and nulls is None and decimal is None and encoding is None:
         return False, None
-    read = call_read(specs, nulls, decimal)
+    read = call_read(specs, nulls, decimal, encoding)
     return True, None if read is None else msgspec.to_builtins(read)
 
 
 def call_read(
-    specs: list[str] | None, nulls: list[str] | None, decimal: str | None = None
+    specs: list[str] | None,
+    nulls: list[str] | None,
+    decimal: str | None = None,
+    encoding: str | None = None,
 ) -> TableRead | None:
     """Declared read options from the flags' texts ('' entries ignored), checked.
 
     Raises:
-        InvalidInput: a `COLUMN=TYPE` text, a type, a token or the decimal mark is malformed.
+        InvalidInput: a `COLUMN=TYPE` text, a type, a token, the decimal mark or the encoding
+            is malformed or unknown.
     """
     types = parse_type_specs(specs or [])
-    return table_read(types, [n for n in nulls or [] if n != ""], decimal or None)
+    tokens = [n for n in nulls or [] if n != ""]
+    return table_read(types, tokens, decimal or None, encoding or None)

@@ -91,7 +91,7 @@ def slice_view(
         where=args.where,
         limit=args.limit,
         offset=args.offset,
-        table_read=call_read(args.csv_types, args.csv_nulls, args.csv_decimal),
+        table_read=call_read(args.csv_types, args.csv_nulls, args.csv_decimal, args.csv_encoding),
     )
     located = store.locate(args.experiment_id, args.current_source_version)  # one card read
     header = card_header(located)

@@ -290,3 +290,63 @@ def test_a_card_declaring_no_decimal_mark_keeps_its_bytes():
     assert merged(read, table_read(decimal=",")) == TableRead(
         types={"x": "float64"}, nulls=["NA"], decimal=","
     )
+
+
+def windows_csv() -> bytes:
+    """What a spreadsheet on Windows in many languages saves as "CSV": cp1252, ';', 1,5."""
+    lines = ["Größe;Wert;Notiz"]
+    lines += [f"{i};{i // 4},{i % 4 * 25:02d};Müller é{i % 3}" for i in range(ROWS)]
+    return ("\r\n".join(lines) + "\r\n").encode("cp1252")
+
+
+def test_a_declared_encoding_reaches_the_cli_the_notebook_and_a_kernel(project, capsys):
+    tmp, exports = project
+    data = windows_csv()
+    (exports / "win.csv").write_bytes(data)
+    code, out = record(capsys, "win.csv")
+    assert code == 0, out  # recorded; its columns could not be read, and the warning says why
+    assert any("--csv-encoding cp1252" in w for w in out["warnings"])
+    exp = out["experiment_id"]
+    code, out = run(capsys, "slice", exp)
+    assert code == 1 and "--csv-encoding cp1252" in out["error"]["message"]
+
+    code, out = record(capsys, "win.csv", "--csv-encoding", "Windows-1252", "--csv-decimal", ",")
+    assert code == 0 and out["changed"] == ["columns", "table_read"], out
+    code, shown = run(capsys, "show", exp)
+    assert shown["card"]["table_read"] == {
+        "types": {},
+        "nulls": [],
+        "decimal": ",",
+        "encoding": "cp1252",
+    }
+    fields = {f["name"]: f["type"] for f in shown["table"]["fields"]}
+    assert fields == {"Größe": "int64", "Wert": "double", "Notiz": "string"}
+    assert main(["show", exp]) == 0 and "csv encoding cp1252" in capsys.readouterr().out
+    want = [float(f"{i // 4}.{i % 4 * 25:02d}") for i in range(ROWS)]
+    notes = [f"Müller é{i % 3}" for i in range(ROWS)]
+
+    store = open_store()
+    table = store.read_slice(exp)
+    assert table.column("Wert").to_pylist() == want and table.column("Notiz").to_pylist() == notes
+    raw = call_tool(tmp, "memory_artifact_resolve", {"experiment_id": exp})
+    piece = kernel_slice(msgspec.convert(raw, ResolveResult), columns=["Notiz"], limit=ROWS)
+    assert piece.table.column("Notiz").to_pylist() == notes
+    code, sliced = run(capsys, "slice", exp, "--where", "Notiz = 'Müller é2'", "--columns", "Wert")
+    assert code == 0 and sliced["rows"] == ROWS // 3
+
+    pd = pytest.importorskip("pandas")  # not a dependency: checked where it is installed
+    frame = pd.read_csv(io.BytesIO(data), sep=";", decimal=",", encoding="cp1252")
+    pd.testing.assert_frame_equal(store.to_pandas(exp), frame, check_dtype=False)
+
+
+def test_an_encoding_is_one_that_keeps_asciis_bytes(project, capsys):
+    _, exports = project
+    (exports / "t.csv").write_bytes(b"a,b\n1,2\n")
+    code, out = record(capsys, "t.csv", "--csv-encoding", "utf-16")
+    assert code == 1 and out["error"]["code"] == "input.invalid"
+    assert "unknown csv encoding 'utf-16'" in out["error"]["message"]
+    with pytest.raises(InvalidInput, match="unknown csv encoding"):
+        table_read(encoding="ebcdic")
+    assert msgspec.json.encode(table_read(encoding="latin1")) == (
+        b'{"types":{},"nulls":[],"encoding":"latin-1"}'
+    )
