@@ -113,8 +113,8 @@ def measure(
     declared = metadata.table_read if "table_read" in metadata.given else None
     if declared is not None and metadata.media_type not in DELIMITERS:
         raise InvalidInput(
-            f"--csv-type, --csv-null and --csv-decimal apply to CSV and TSV files; this one is "
-            f"{metadata.media_type} (give --media-type text/csv if it is a CSV)"
+            "the --csv-* options (type, null, decimal, encoding) apply to CSV and TSV files; this "
+            f"one is {metadata.media_type} (give --media-type text/csv if it is a CSV)"
         )
     if metadata.media_type == NPY:
         return _npy_measured(fd, metadata, existing)

@@ -38,8 +38,8 @@ def open_table(
     table: TableFile
     if read is not None and media_type not in DELIMITERS:
         raise InvalidInput(
-            f"csv types, null tokens and a decimal mark apply to CSV and TSV tables; this one is "
-            f"{media_type}"
+            "csv read options (types, null tokens, decimal mark, encoding) apply to CSV and TSV "
+            f"tables; this one is {media_type}"
         )
     if media_type in DELIMITERS:
         table = CsvTable(reader, bounds, DELIMITERS[media_type], read)
