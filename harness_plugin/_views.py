@@ -329,11 +329,15 @@ class ListFilter:
     def admits(self, card: ExperimentCardV1) -> bool:
         """Whether `card` meets every condition."""
         return (
-            all(tag.casefold() in {t.casefold() for t in card.tags} for tag in self.tags)
+            (not self.tags or _folded(self.tags) <= _folded(card.tags))
             and (self.source is None or card.source == self.source)
             and (self.since is None or card.created_at >= self.since)
             and (self.media_type is None or card.artifact.media_type == self.media_type)
         )
+
+
+def _folded(tags: Sequence[str]) -> set[str]:
+    return {tag.casefold() for tag in tags}
 
 
 def parse_since(text: str) -> datetime:

@@ -146,7 +146,7 @@ class CsvTable:
         """One line per column read wider than inferred: what it was inferred as, and why."""
         self._keep_long_integers(head, options)
         if self.delimiter_note is not None and self._decimal == ".":
-            self._note_number_marks(head, options)
+            self.delimiter_note += self._number_marks(head, options)
         self._inferred = self.schema
         self.whole_file = reader.size <= WHOLE_FILE_BYTES
         """Whether every column is typed over the whole file before it is read."""
@@ -198,8 +198,8 @@ class CsvTable:
                     f"column {name!r} holds integers beyond int64: read as string, not double"
                 )
 
-    def _note_number_marks(self, head: bytes, options: pacsv.ReadOptions) -> None:
-        """Add to the delimiter's note the columns whose numbers a locale may mark otherwise.
+    def _number_marks(self, head: bytes, options: pacsv.ReadOptions) -> str:
+        """What the delimiter's note adds: the columns whose numbers a locale may mark otherwise.
 
         A CSV not separated by commas is often a spreadsheet's that writes 1,5 for 1.5 and
         may write 1.000 for a thousand (`number_marks`).
@@ -211,7 +211,7 @@ class CsvTable:
             and f.name not in self.declared
         ]
         if not names or not maybe_marked(head):
-            return
+            return ""
         convert = pacsv.ConvertOptions(
             include_columns=list(dict.fromkeys(names)),
             column_types=dict.fromkeys(names, pa.string()),
@@ -221,9 +221,7 @@ class CsvTable:
         with block_errors(self.block):  # the first block alone, as pyarrow typed it
             first = pacsv.open_csv(pa.BufferReader(head), options, self._parse, convert)
             batch = first.read_next_batch()
-        floats = {f.name for f in self.schema if pa.types.is_floating(f.type)}
-        if self.delimiter_note is not None:
-            self.delimiter_note += number_marks(batch, floats)
+        return number_marks(batch, {f.name for f in self.schema if pa.types.is_floating(f.type)})
 
     @property
     def typed_whole_file(self) -> bool:

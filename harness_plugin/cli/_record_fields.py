@@ -82,7 +82,8 @@ def table_read_field(args: argparse.Namespace) -> tuple[bool, dict[str, object] 
     them all on a re-record; given only as '' they clear the card's (None).
 
     Raises:
-        InvalidInput: a `COLUMN=TYPE` text, a type or a token is malformed (`cards.table_read`).
+        InvalidInput: a `COLUMN=TYPE` text, a type, a token, the decimal mark or the encoding
+            is malformed or unknown (`cards.table_read`).
     """
     specs, nulls = getattr(args, "csv_types", None), getattr(args, "csv_nulls", None)
     decimal, encoding = getattr(args, "csv_decimal", None), getattr(args, "csv_encoding", None)

@@ -121,7 +121,7 @@ def slice_view(
             f"(printing at most {capped} rows, the [slice] max_rows for rows on stdout; "
             "write csv, jsonl or parquet to --out FILE to stream every row)"
         )
-    if facts["truncated"] and not _as_asked(facts, request):
+    if facts["truncated"] and not _as_asked(facts["truncated_reason"], facts["rows"], request):
         more = "; csv, jsonl or parquet stream all of them" if fmt == "table" and args.out else ""
         notices.insert(
             0, f"(stopped at the {facts['truncated_reason']}: more rows may match{more})"
@@ -167,9 +167,9 @@ def _export_facts(result: ExportResult) -> dict[str, object]:
     }
 
 
-def _as_asked(facts: dict[str, object], request: SliceRequest) -> bool:
+def _as_asked(reason: object, rows: object, request: SliceRequest) -> bool:
     """Whether a slice stopped at the very number of rows its `--limit` asked for."""
-    return facts["truncated_reason"] == _ROW_LIMIT and facts["rows"] == request.limit
+    return reason == _ROW_LIMIT and rows == request.limit
 
 
 def _slice(
@@ -195,7 +195,7 @@ def _slice(
         request = msgspec.structs.replace(request, limit=capped)
     result = read_slice(source, request, limits=limits)
     file_bytes = None
-    asked = result.truncated_reason == _ROW_LIMIT and result.rows == request.limit
+    asked = _as_asked(result.truncated_reason, result.rows, request)
     if args.out:
         data = render_table(result, asked).encode("utf-8")  # other formats are exports
         _write_atomically(args.out, data, outside)
